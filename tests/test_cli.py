@@ -1,0 +1,102 @@
+"""The `llmpt` command as a user runs it: a smoke run end to end, and bad input that ends in one clear message."""
+import json, subprocess
+from pathlib import Path
+import numpy as np
+import pytest
+from conftest import ROOT, bin_path
+
+SMALL = ["--smoke", "--train_dataset.max_documents=300"]
+
+
+def llmpt(*args, env, cwd=ROOT, timeout=900):
+    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_smoke_pretrain_writes_everything(tmp_path, env):
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for f in ["config.yaml", "metrics.jsonl", "loss.png", "tokenizer/tokenizer.model", "data/train.mindrecord",
+              "data/val.mindrecord", "sample.txt", "summary.json"]:
+        assert (out / f).exists(), f
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] and s["roundtrip_exact"] == 1.0
+    steps = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in steps if "loss" in m] == [1, 2]
+    assert {"lr", "grad_norm", "tokens_per_s", "mfu", "peak_rss_mb", "loss_scale"} <= set(steps[0])
+    import mindspore as ms
+    ckpt = ms.load_checkpoint(s["checkpoint"])
+    assert int(ckpt["step"].asnumpy()) == 2 and "model.norm.weight" in ckpt and "adam_m.model.norm.weight" in ckpt
+
+
+def check_error(r, *needles):
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+def test_empty_corpus_folder(tmp_path, env):
+    (tmp_path / "corpus").mkdir()
+    r = llmpt("train-tokenizer", *SMALL, f"--train_dataset.corpus={tmp_path / 'corpus'}", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "corpus")
+
+
+def test_non_utf8_file(tmp_path, env):
+    folder = tmp_path / "corpus"; folder.mkdir()
+    (folder / "news.txt").write_bytes("人民日报社论：坚持改革开放的方针政策。\n".encode("gbk") * 20)
+    r = llmpt("train-tokenizer", *SMALL, f"--train_dataset.corpus={folder}", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "news.txt", "UTF-8")
+
+
+def test_vocab_mismatch(tmp_path, env):
+    r = llmpt("train-tokenizer", *SMALL, "--model.model_config.vocab_size=1234", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "vocab_size", "1234", "1000")
+
+
+def test_unknown_config_key(tmp_path, env):
+    r = llmpt("pretrain", "--runner_config.batch_szie=4", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "batch_szie", "runner_config.batch_size")
+
+
+def test_wrong_type_in_config(tmp_path, env):
+    r = llmpt("pretrain", "--runner_config.batch_size=four", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "runner_config.batch_size")
+
+
+def test_existing_output_is_refused(tmp_path, env):
+    out = tmp_path / "o"
+    r = llmpt("prepare-data", *SMALL, f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "data" / "train.mindrecord").exists()
+    check_error(llmpt("prepare-data", *SMALL, f"--output_dir={out}", env=env), "--overwrite")
+    r = llmpt("prepare-data", *SMALL, "--overwrite", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_existing_mindrecord_is_refused(tmp_path):
+    from llmpt_nb.data import write_mindrecord
+    rows = {"input_ids": np.ones((4, 9), np.int32), "labels": np.ones((4, 9), np.int32)}
+    write_mindrecord(rows, tmp_path / "x.mindrecord")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        write_mindrecord(rows, tmp_path / "x.mindrecord")
+
+
+@pytest.mark.parametrize("bad", ["dtype", "shape"])
+def test_bad_mindrecord_row_fails_loudly(tmp_path, bad):
+    from llmpt_nb.data import write_mindrecord
+    ids = np.ones((4, 9), np.int64 if bad == "dtype" else np.int32)
+    labels = np.ones((4, 9 if bad == "dtype" else 7), np.int32)
+    with pytest.raises(ValueError) as e:
+        write_mindrecord({"input_ids": ids, "labels": labels}, tmp_path / "x.mindrecord")
+    assert ("int64" in str(e.value)) if bad == "dtype" else ("labels" in str(e.value))
+    assert not list(tmp_path.glob("x.mindrecord*"))
+
+
+@pytest.mark.slow
+def test_default_pretrain(tmp_path, env):
+    "README command 1 (the packaged default, minutes): the loss falls clearly."
+    r = llmpt("pretrain", f"--output_dir={tmp_path / 'run'}", env=env, timeout=3600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["last_loss"] < s["first_loss"] - 3 and s["roundtrip_exact"] == 1.0

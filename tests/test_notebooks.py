@@ -1,0 +1,25 @@
+"""Every chapter in nbs/ runs top to bottom, each in its own process (MindSpore keeps global state)."""
+import subprocess
+import pytest
+from conftest import ROOT, bin_path
+
+NOTEBOOKS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
+
+
+def test_there_are_chapters():
+    assert len(NOTEBOOKS) >= 7, [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook(nb, env):
+    r = subprocess.run([bin_path("nbdev-test"), str(nb)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "Success." in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_slow_cells(nb, env):
+    "Cells flagged `#| slow` run here (python -m pytest -m slow)."
+    r = subprocess.run([bin_path("nbdev-test"), str(nb), "--flags", "slow"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=3600)
+    assert r.returncode == 0 and "Success." in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]
