@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
-           'peak_rss_mb', 'plot_losses', 'LivePlot', 'save_checkpoint', 'Trainer', 'one_step_weights']
+           'peak_rss_mb', 'plot_losses', 'LivePlot', 'save_checkpoint', 'Trainer']
 
-# %% ../nbs/05_train.ipynb #78ad388d
+# %% ../nbs/05_train.ipynb #c9339796
 import json, math, os, resource, sys, time
 from pathlib import Path
 import numpy as np
@@ -15,19 +15,21 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from tqdm.auto import tqdm
 from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
 
-# %% ../nbs/05_train.ipynb #60ac6511
+# %% ../nbs/05_train.ipynb #2dc71847
 def set_context(context, seed=None):
     "Apply the config's `context` section (mode, device_target, graph kernel) and seed MindSpore and NumPy."
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
     ms.set_context(mode=mode)
-    ms.set_device(context.get("device_target", "CPU"))
+    target = context.get("device_target", "CPU")
+    if ms.get_context("device_target") != target:  # the device can be chosen once, before the first kernel runs
+        ms.set_device(target)
     if context.get("enable_graph_kernel"):
         ms.set_context(enable_graph_kernel=True)
     if seed is not None:
         ms.set_seed(seed)
         np.random.seed(seed)
 
-# %% ../nbs/05_train.ipynb #8acdd5d7
+# %% ../nbs/05_train.ipynb #377e4803
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -35,7 +37,7 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
-# %% ../nbs/05_train.ipynb #ce8e1240
+# %% ../nbs/05_train.ipynb #fa9450f2
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
 @_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
@@ -75,7 +77,7 @@ class AdamW(nn.Cell):
         "Bytes held by the optimizer state (both moments)."
         return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
 
-# %% ../nbs/05_train.ipynb #81d40d0a
+# %% ../nbs/05_train.ipynb #d7258066
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -126,26 +128,29 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #6bd9215c
+# %% ../nbs/05_train.ipynb #64ee9178
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
-    "Training FLOPs per token: 6N + 12*L*d*T."
+    "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
 
-def measure_matmul_flops(n=1024, repeats=5):
-    "FLOP/s of an n^3 float32 matmul in MindSpore: the peak MFU is reported against."
+def measure_matmul_flops(n=1024, repeats=4, trials=3):
+    "FLOP/s of an n^3 float32 matmul in MindSpore (best of `trials`): the peak MFU is reported against."
     a = Tensor(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
     ops.matmul(a, a).asnumpy()
-    t = time.perf_counter()
-    for _ in range(repeats):
-        c = ops.matmul(a, a)
-    c.asnumpy()
-    return 2 * n ** 3 * repeats / (time.perf_counter() - t)
+    best = 0.0
+    for _ in range(trials):
+        t = time.perf_counter()
+        for _ in range(repeats):
+            c = ops.matmul(a, a)
+        c.asnumpy()
+        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - t))
+    return best
 
 def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #31b588f1
+# %% ../nbs/05_train.ipynb #a97cf70f
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
@@ -177,17 +182,17 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #85f36345
+# %% ../nbs/05_train.ipynb #8124b3f4
 def save_checkpoint(path, params, append_dict=None):
     "Write a MindSpore checkpoint atomically (temporary file, then rename)."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(".tmp_" + path.name)  # MindSpore insists on the .ckpt suffix
     ms.save_checkpoint([{"name": p.name, "data": p} for p in params], str(tmp), append_dict=append_dict)
     os.replace(tmp, path)
     return path
 
-# %% ../nbs/05_train.ipynb #1c6ca3b3
+# %% ../nbs/05_train.ipynb #5d6681f3
 class Trainer:
     "GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, eval and checkpoints."
     def __init__(self, net, cfg, train_ds, val_ds=None, output_dir=None, callbacks=(), peak_flops=None, verbose=True):
@@ -216,8 +221,9 @@ class Trainer:
         self.warmup_steps = max(1, int(ls.warmup_ratio * self.lr_total))
         mc = net.config
         self.n_params = count_parameters(net)
+        n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
         self.tokens_per_step = rc.batch_size * self.accum_steps * mc.seq_length
-        self.flops_per_step = flops_per_token(self.n_params, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
+        self.flops_per_step = flops_per_token(n_matmul, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
         self.peak_flops = peak_flops or measure_matmul_flops()
         self.callbacks, self.history, self.eval_history, self.step = list(callbacks), [], [], 0
 
@@ -260,7 +266,7 @@ class Trainer:
     def fit(self):
         "Train for `total_steps` optimizer steps; returns the per-step history."
         cb, batches = self.cfg.callbacks, self.micro_batches()
-        bar = tqdm(total=self.total_steps, desc="train", disable=not self.verbose, file=sys.stdout, dynamic_ncols=True)
+        bar = tqdm(total=self.total_steps, desc="train", disable=None if self.verbose else True, file=sys.stdout, dynamic_ncols=True)
         for step in range(self.step, self.total_steps):
             t0 = time.perf_counter()
             lr = self.lr(step)
@@ -296,19 +302,3 @@ class Trainer:
         ax = plot_losses(self.history, self.eval_history)
         ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
         return self.history
-
-# %% ../nbs/05_train.ipynb #1b139650
-def one_step_weights(cfg, rows, batch_size, accum_steps, seed=0):
-    "Weights after one optimizer step on `rows` split into `accum_steps` micro-batches (for testing)."
-    ms.set_seed(seed)
-    net = LlamaForCausalLM(LlamaConfig.from_dict(cfg.model.model_config))
-    params = net.trainable_params()
-    opt = AdamW(params, 0.9, 0.95, 1e-8, 0.1)
-    accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name, requires_grad=False) for p in params)
-    acc = AccumulateStep(CausalLMLoss(net), params, accum)
-    app = ApplyStep(opt, accum, accum_steps, 1.0, True)
-    one = Tensor(1.0, ms.float32)
-    for i in range(accum_steps):
-        acc(Tensor(rows["input_ids"][i * batch_size:(i + 1) * batch_size]), Tensor(rows["labels"][i * batch_size:(i + 1) * batch_size]), one)
-    app(Tensor(1e-3, ms.float32), one)
-    return {p.name: p.asnumpy() for p in params}
