@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['build_parser', 'run_command', 'main']
 
-# %% ../nbs/10a_cli.ipynb #bba354e3
+# %% ../nbs/10a_cli.ipynb #731ec328
 import argparse, json, sys
 from pathlib import Path
 from . import __version__
 from .pipeline import pretrain, resolve_config, prepare_output_dir, load_documents, prepare_tokenizer, prepare_data
 
-# %% ../nbs/10a_cli.ipynb #74c92a6b
+# %% ../nbs/10a_cli.ipynb #51f7feb2
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
     out, i = [], 0
@@ -39,13 +39,16 @@ def build_parser():
         p.add_argument("--config", default=None, help="YAML config (default: the packaged tiny LLaMA)")
         p.add_argument("--overwrite", action="store_true", help="replace an existing run in output_dir")
         p.add_argument("--smoke", action="store_true", help="tiny data and 2 steps: check the setup in seconds")
+        if name == "pretrain":
+            p.add_argument("--resume", action="store_true",
+                           help="continue the run in output_dir from its newest complete checkpoint")
     return parser
 
 
 def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
     if args.command == "pretrain":
-        return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite)
+        return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume)
     cfg = resolve_config(args.config, overrides, args.smoke)
     out = prepare_output_dir(cfg, args.overwrite)
     train_docs, val_docs = load_documents(cfg)
@@ -68,4 +71,7 @@ def main(argv=None):
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"llmpt: error: {msg}", file=sys.stderr)
         return 2
+    except FloatingPointError as e:  # training diverged: the message names the last good checkpoint
+        print(f"llmpt: training stopped: {e}", file=sys.stderr)
+        return 1
     return 0

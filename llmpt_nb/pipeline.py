@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'prepare_output_dir', 'load_documents', 'prepare_tokenizer', 'prepare_data',
-           'build_model', 'pretrain']
+           'build_model', 'resume_config', 'existing_data', 'pretrain']
 
-# %% ../nbs/10_pretrain.ipynb #60d29b20
+# %% ../nbs/10_pretrain.ipynb #9d978490
 import json, math, os, shutil, time
 from pathlib import Path
 import numpy as np
@@ -15,12 +15,13 @@ from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_
 from .data import load_corpus, clean_documents, split_train_val, pack_documents, write_mindrecord, read_mindrecord
 from .models.llama import LlamaConfig, LlamaForCausalLM, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
+from .checkpoint import latest_checkpoint
 
-# %% ../nbs/10_pretrain.ipynb #5cc581e5
+# %% ../nbs/10_pretrain.ipynb #941bb2f5
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
 register("config", "LlamaConfig")(LlamaConfig)
 
-# %% ../nbs/10_pretrain.ipynb #c866a794
+# %% ../nbs/10_pretrain.ipynb #d618a229
 SMOKE_OVERRIDES = {
     "train_dataset.max_documents": 400,
     "processor.tokenizer.vocab_size": 2000,
@@ -41,7 +42,7 @@ def resolve_config(config=None, overrides=(), smoke=False):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
 
-# %% ../nbs/10_pretrain.ipynb #a91c0a95
+# %% ../nbs/10_pretrain.ipynb #121cefb2
 def prepare_output_dir(cfg, overwrite=False):
     "Create the output folder (refusing one that holds a previous run) and write the resolved config."
     out = Path(cfg.output_dir)
@@ -92,7 +93,7 @@ def prepare_data(cfg, tok, train_docs, val_docs, out, world_size=1):
         counts[name] = len(rows["input_ids"])
     return folder, counts
 
-# %% ../nbs/10_pretrain.ipynb #abf5e9af
+# %% ../nbs/10_pretrain.ipynb #f3b3c4ad
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config."
     mc = cfg.model.model_config
@@ -100,30 +101,56 @@ def build_model(cfg):
     return REGISTRY.get("model", cfg.model.arch.type)(config_cls.from_dict(mc))
 
 
-def pretrain(config=None, overrides=(), smoke=False, overwrite=False, live=False, verbose=True):
-    "Run the whole pretraining path; returns a summary dict. Same as `llmpt pretrain`."
+def resume_config(cfg, overrides=()):
+    "For --resume: the run's own config.yaml from its output folder, with today's overrides on top."
+    saved = Path(cfg.output_dir) / "config.yaml"
+    if not saved.exists():
+        return None
+    return load_config(saved, [o for o in overrides if not o.lstrip("-").startswith("output_dir=")] +
+                       [f"output_dir={cfg.output_dir}", "resume_training=true"])
+
+
+def existing_data(cfg, out):
+    "Tokenizer and MindRecord rows of a previous run in `out`, for resuming."
+    tok = load_tokenizer(Path(out) / "tokenizer")
+    folder = Path(cfg.train_dataset.data_loader.dataset_dir or Path(out) / "data")
+    counts = {n: read_mindrecord(folder / f"{n}.mindrecord").get_dataset_size() for n in ("train", "val")}
+    return tok, folder, counts
+
+
+def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=False, live=False, verbose=True):
+    """Run the whole pretraining path; returns a summary dict. Same as `llmpt pretrain`.
+    `resume` (or `resume_training: true`) continues the run in output_dir from its newest complete checkpoint."""
     t0 = time.time()
-    cfg = resolve_config(config, overrides, smoke)
-    out = prepare_output_dir(cfg, overwrite)
-    set_context(cfg.context, cfg.seed)
     say = print if verbose else (lambda *a, **k: None)
+    cfg = resolve_config(config, overrides, smoke)
+    resume = resume or cfg.resume_training
+    saved = resume_config(cfg, overrides) if resume else None
+    if saved is not None:
+        cfg, out = saved, Path(saved.output_dir)
+    else:
+        out = prepare_output_dir(cfg, overwrite)
+    set_context(cfg.context, cfg.seed)
     train_docs, val_docs = load_documents(cfg)
     say(f"corpus: {len(train_docs)} training and {len(val_docs)} held-out documents")
-    tok, report = prepare_tokenizer(cfg, train_docs, val_docs, out)
+    if saved is not None:
+        tok, data_dir, counts = existing_data(cfg, out)
+        report = roundtrip_report(tok, val_docs)
+    else:
+        tok, report = prepare_tokenizer(cfg, train_docs, val_docs, out)
+        data_dir, counts = prepare_data(cfg, tok, train_docs, val_docs, out)
     say(f"tokenizer: {tok.vocab_size} pieces; held-out round-trip exact on {report.exact_ratio:.2%} of {report.n_lines} lines")
-    data_dir, counts = prepare_data(cfg, tok, train_docs, val_docs, out)
     say(f"MindRecord: {counts['train']} training and {counts['val']} held-out rows of {cfg.model.model_config.seq_length + 1} tokens in {data_dir}")
     bs, shuffle = cfg.runner_config.batch_size, cfg.train_dataset.data_loader.shuffle
-    train_ds = read_mindrecord(data_dir / "train.mindrecord", batch_size=bs, shuffle=shuffle, seed=cfg.seed)
+    train_data = lambda epoch: read_mindrecord(data_dir / "train.mindrecord", batch_size=bs, shuffle=shuffle, seed=cfg.seed + epoch)
     val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]))
     net = build_model(cfg)
     say(f"model: {cfg.model.arch.type}, {count_parameters(net) / 1e6:.2f} M parameters")
-    trainer = Trainer(net, cfg, train_ds, val_ds, output_dir=out, verbose=verbose,
+    trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose,
                       callbacks=[LivePlot()] if live else [], peak_flops=cfg.context.get("peak_flops"))
-    history = trainer.fit()
+    history = trainer.fit(resume=saved is not None)
     gen = cfg.generation
-    prompt_ids = tok.encode(gen.prompt)
-    sample = gen.prompt + tok.decode(generate(net, prompt_ids, gen.max_new_tokens, gen.top_k, gen.temperature,
+    sample = gen.prompt + tok.decode(generate(net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k, gen.temperature,
                                               eos_id=tok.eos_id, pad_id=tok.pad_id, seed=cfg.seed))
     (out / "sample.txt").write_text(sample + "\n", encoding="utf-8")
     say(f"sample: {sample}")
@@ -133,8 +160,7 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, live=False
         eval_loss=trainer.eval_history[-1]["eval_loss"] if trainer.eval_history else None,
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
         peak_rss_mb=history[-1]["peak_rss_mb"], roundtrip_exact=report.exact_ratio, train_rows=counts["train"],
-        checkpoint=str(sorted((out / "checkpoint").glob("*.ckpt"), key=os.path.getmtime)[-1]),
-        sample=sample, seconds=time.time() - t0)
+        checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), sample=sample, seconds=time.time() - t0)
     (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
     say(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} in {summary['seconds']:.0f} s; outputs in {out}")
     return summary

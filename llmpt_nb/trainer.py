@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
-           'peak_rss_mb', 'plot_losses', 'LivePlot', 'save_checkpoint', 'Trainer']
+           'peak_rss_mb', 'plot_losses', 'LivePlot', 'Trainer']
 
-# %% ../nbs/05_train.ipynb #c9339796
+# %% ../nbs/05_train.ipynb #0dfcb53f
 import json, math, os, resource, sys, time
 from pathlib import Path
 import numpy as np
@@ -14,8 +14,10 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from tqdm.auto import tqdm
 from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
+from .config import config_hash
+from .checkpoint import save_training_state, latest_checkpoint, load_checked
 
-# %% ../nbs/05_train.ipynb #2dc71847
+# %% ../nbs/05_train.ipynb #5f6fd320
 def set_context(context, seed=None):
     "Apply the config's `context` section (mode, device_target, graph kernel) and seed MindSpore and NumPy."
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
@@ -29,7 +31,7 @@ def set_context(context, seed=None):
         ms.set_seed(seed)
         np.random.seed(seed)
 
-# %% ../nbs/05_train.ipynb #377e4803
+# %% ../nbs/05_train.ipynb #2868f8a0
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -37,7 +39,7 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
-# %% ../nbs/05_train.ipynb #fa9450f2
+# %% ../nbs/05_train.ipynb #7a88ddcc
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
 @_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
@@ -77,7 +79,7 @@ class AdamW(nn.Cell):
         "Bytes held by the optimizer state (both moments)."
         return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
 
-# %% ../nbs/05_train.ipynb #d7258066
+# %% ../nbs/05_train.ipynb #f2562044
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -128,7 +130,7 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #64ee9178
+# %% ../nbs/05_train.ipynb #912465b0
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
     "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
@@ -150,7 +152,7 @@ def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #a97cf70f
+# %% ../nbs/05_train.ipynb #84784c91
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
@@ -182,36 +184,31 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #8124b3f4
-def save_checkpoint(path, params, append_dict=None):
-    "Write a MindSpore checkpoint atomically (temporary file, then rename)."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".tmp_" + path.name)  # MindSpore insists on the .ckpt suffix
-    ms.save_checkpoint([{"name": p.name, "data": p} for p in params], str(tmp), append_dict=append_dict)
-    os.replace(tmp, path)
-    return path
-
-# %% ../nbs/05_train.ipynb #5d6681f3
+# %% ../nbs/05_train.ipynb #6e6e4af0
 class Trainer:
-    "GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, eval and checkpoints."
-    def __init__(self, net, cfg, train_ds, val_ds=None, output_dir=None, callbacks=(), peak_flops=None, verbose=True):
+    """GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
+    evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
+    (so each epoch's shuffle is reproducible from the seed, which exact resume needs)."""
+    def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
+                 verbose=True, rank=0, world_size=1, optimizer=None, grad_reducer=None):
         rc, opt, wrap = cfg.runner_config, cfg.optimizer, cfg.runner_wrapper
-        self.net, self.cfg, self.train_ds, self.val_ds, self.verbose = net, cfg, train_ds, val_ds, verbose
+        self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
+        self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
+        self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.accum_steps = rc.gradient_accumulation_steps
         self.params = net.trainable_params()
-        self.optimizer = AdamW(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
+        self.optimizer = optimizer or AdamW(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
         self.accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name, requires_grad=False)
                                     for p in self.params)
         self.loss_net = CausalLMLoss(net)
         self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
-        self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad)
-        self.scale = Tensor(float(wrap.scale_sense.loss_scale_value), ms.float32)
-        self.steps_per_epoch = train_ds.get_dataset_size() // self.accum_steps
+        self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad, grad_reducer)
+        self.batches_per_epoch = self.train_data(0).get_dataset_size()
+        self.steps_per_epoch = self.batches_per_epoch // self.accum_steps
         if self.steps_per_epoch == 0:
-            raise ValueError(f"the training set has {train_ds.get_dataset_size()} batches, fewer than "
+            raise ValueError(f"the training set has {self.batches_per_epoch} batches, fewer than "
                              f"gradient_accumulation_steps={self.accum_steps}: use more data, a smaller "
                              "runner_config.batch_size or fewer accumulation steps")
         max_steps = rc.get("max_steps", -1)
@@ -222,20 +219,30 @@ class Trainer:
         mc = net.config
         self.n_params = count_parameters(net)
         n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
-        self.tokens_per_step = rc.batch_size * self.accum_steps * mc.seq_length
+        self.global_batch = rc.batch_size * self.accum_steps * world_size
+        self.tokens_per_step = self.global_batch * mc.seq_length
         self.flops_per_step = flops_per_token(n_matmul, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
         self.peak_flops = peak_flops or measure_matmul_flops()
-        self.callbacks, self.history, self.eval_history, self.step = list(callbacks), [], [], 0
+        self.callbacks, self.history, self.eval_history = list(callbacks), [], []
+        self.state = dict(step=0, micro_step=0, tokens_seen=0, loss_scale=float(wrap.scale_sense.loss_scale_value),
+                          good_steps=0, overflows_in_row=0)
+
+    @property
+    def step(self): return self.state["step"]
 
     def lr(self, step):
         ls = self.cfg.lr_schedule
         return warmup_cosine_lr(step, ls.learning_rate, self.lr_total, self.warmup_steps, ls.lr_end)
 
     def micro_batches(self):
-        "Endless (input_ids, labels) micro-batches, epoch after epoch."
+        "Endless (input_ids, labels) micro-batches from the current data position, epoch after epoch."
+        epoch, skip = divmod(self.state["micro_step"], self.batches_per_epoch)
         while True:
-            for ids, labels in self.train_ds.create_tuple_iterator(num_epochs=1, output_numpy=True):
-                yield ids, labels
+            ds = self.train_data(epoch)
+            for i, (ids, labels) in enumerate(ds.create_tuple_iterator(num_epochs=1, output_numpy=True)):
+                if i >= skip:
+                    yield ids, labels
+            epoch, skip = epoch + 1, 0
 
     def evaluate(self, max_batches=None):
         "Mean held-out loss over up to `max_batches` batches."
@@ -248,57 +255,117 @@ class Trainer:
             losses.append(float(self.loss_net(Tensor(ids), Tensor(labels)).asnumpy()))
         return float(np.mean(losses)) if losses else None
 
-    def save(self, step):
-        cb = self.cfg.callbacks
-        folder = self.output_dir / "checkpoint"
-        path = save_checkpoint(folder / f"step_{step}.ckpt",
-                               list(self.net.get_parameters()) + list(self.optimizer.exp_avg) + list(self.optimizer.exp_avg_sq)
-                               + [self.optimizer.global_step], append_dict={"step": step})
-        old = sorted(folder.glob("step_*.ckpt"), key=lambda p: int(p.stem.split("_")[1]))
-        for p in old[:-cb.keep_checkpoint_max]:
-            p.unlink()
-        return path
+    # --- checkpoints (chapter 06) -------------------------------------------------------------------------
+    def state_params(self):
+        "Everything a resumed run needs from the graph: weights, both moments, the optimizer's step."
+        opt = self.optimizer
+        return list(self.net.get_parameters()) + list(opt.exp_avg) + list(opt.exp_avg_sq) + [opt.global_step]
+
+    def save(self):
+        if not self.is_main:
+            return None
+        meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
+                    batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
+                    global_batch=self.global_batch, world_size=self.world_size, config_hash=config_hash(self.cfg),
+                    numpy_rng=np.random.get_state()[1][:4].tolist())
+        return save_training_state(self.output_dir / "checkpoint", self.step, self.state_params(), meta,
+                                   keep=self.cfg.callbacks.keep_checkpoint_max)
+
+    def resume(self):
+        "Continue from the newest complete checkpoint in output_dir/checkpoint; returns its step (0 if none)."
+        found = latest_checkpoint(self.output_dir / "checkpoint")
+        if found is None:
+            return 0
+        ckpt, meta = found
+        if meta["global_batch"] != self.global_batch:
+            raise ValueError(
+                f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
+                f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
+                "data position and the schedule would no longer line up. Resume with the same batch settings, or "
+                "start a new run from these weights in another output_dir.")
+        load_checked(self.state_params(), ckpt)
+        self.state.update({k: meta[k] for k in self.state})
+        metrics = self.output_dir / "metrics.jsonl"
+        if metrics.exists():  # drop what was logged after the checkpoint: those steps are trained again
+            kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
+            kept = [r for r in kept if r["step"] <= self.step]
+            metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self.history = [r for r in kept if "loss" in r]
+            self.eval_history = [r for r in kept if "eval_loss" in r]
+        return self.step
 
     def _log(self, rec):
-        with open(self.output_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(rec) + "\n")
+        if self.is_main:
+            with open(self.output_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(rec) + "\n")
 
-    def fit(self):
-        "Train for `total_steps` optimizer steps; returns the per-step history."
+    # --- dynamic loss scaling (chapter 08) ----------------------------------------------------------------
+    def update_loss_scale(self, finite):
+        "Halve the scale (not below 1) and skip on overflow; double it after scale_window clean steps."
+        sc, st = self.cfg.runner_wrapper.scale_sense, self.state
+        if finite:
+            st["good_steps"] += 1; st["overflows_in_row"] = 0
+            if sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell" and st["good_steps"] % sc.scale_window == 0:
+                st["loss_scale"] *= sc.scale_factor
+            return
+        st["good_steps"] = 0; st["overflows_in_row"] += 1
+        st["loss_scale"] = max(1.0, st["loss_scale"] / sc.scale_factor)
+        limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
+        if st["overflows_in_row"] >= limit:
+            last = latest_checkpoint(self.output_dir / "checkpoint")
+            raise FloatingPointError(
+                f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
+                f"scale now {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
+                f"{last[0] if last else 'none'}. Lower the learning rate, check the data, or raise "
+                "runner_wrapper.max_consecutive_overflows.")
+
+    def train_step(self, batches):
+        "One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite)."
+        scale = Tensor(self.state["loss_scale"], ms.float32)
+        loss = 0.0
+        for _ in range(self.accum_steps):
+            ids, labels = next(batches)
+            loss += float(self.accumulate(Tensor(ids), Tensor(labels), scale).asnumpy()) / self.accum_steps
+            self.state["micro_step"] += 1
+        norm, finite = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
+        return loss, float(norm.asnumpy()), bool(finite.asnumpy())
+
+    def fit(self, resume=False):
+        "Train until `total_steps` optimizer steps (continuing from the newest checkpoint if `resume`)."
+        if resume and self.resume() and self.verbose:
+            print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
         cb, batches = self.cfg.callbacks, self.micro_batches()
-        bar = tqdm(total=self.total_steps, desc="train", disable=None if self.verbose else True, file=sys.stdout, dynamic_ncols=True)
-        for step in range(self.step, self.total_steps):
-            t0 = time.perf_counter()
-            lr = self.lr(step)
-            loss = 0.0
-            for _ in range(self.accum_steps):
-                ids, labels = next(batches)
-                loss += float(self.accumulate(Tensor(ids), Tensor(labels), self.scale).asnumpy()) / self.accum_steps
-            norm, finite = self.apply(Tensor(lr, ms.float32), self.scale)
-            norm, finite = float(norm.asnumpy()), bool(finite.asnumpy())
+        bar = tqdm(total=self.total_steps, initial=self.step, desc="train", disable=None if self.verbose else True,
+                   file=sys.stdout, dynamic_ncols=True)
+        while self.step < self.total_steps:
+            t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
+            loss, norm, finite = self.train_step(batches)
+            self.update_loss_scale(finite)
             dt = time.perf_counter() - t0
-            self.step = step + 1
-            rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=float(self.scale.asnumpy()),
-                       overflow=not finite, tokens_per_s=self.tokens_per_step / dt,
-                       mfu=self.flops_per_step / dt / self.peak_flops, step_ms=dt * 1e3, peak_rss_mb=peak_rss_mb())
+            self.state["step"] += 1
+            self.state["tokens_seen"] += self.tokens_per_step
+            rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
+                       tokens_per_s=self.tokens_per_step / dt, mfu=self.flops_per_step / dt / self.peak_flops,
+                       step_ms=dt * 1e3, peak_rss_mb=peak_rss_mb())
             self.history.append(rec); self._log(rec)
             bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
-            if self.verbose and (self.step % cb.log_interval == 0 or self.step == 1):
+            if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite):
                 tqdm.write(f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {lr:.2e} grad_norm {norm:.3f} "
-                           f"scale {rec['loss_scale']:g} overflow {rec['overflow']} {rec['tokens_per_s']:.0f} tok/s "
+                           f"scale {scale:g} overflow {not finite} {rec['tokens_per_s']:.0f} tok/s "
                            f"mfu {rec['mfu']:.1%} {rec['step_ms']:.0f} ms/step rss {rec['peak_rss_mb']:.0f} MiB", file=sys.stdout)
             last = self.step == self.total_steps
             if self.val_ds is not None and (self.step % cb.eval_interval == 0 or last):
                 ev = self.evaluate(cb.eval_batches)
                 erec = dict(step=self.step, eval_loss=ev, eval_ppl=math.exp(min(ev, 50)))
                 self.eval_history.append(erec); self._log(erec)
-                if self.verbose:
+                if self.verbose and self.is_main:
                     tqdm.write(f"step {self.step} held-out loss {ev:.4f} perplexity {erec['eval_ppl']:.1f}", file=sys.stdout)
             if self.step % cb.save_checkpoint_steps == 0 or last:
-                self.save(self.step)
+                self.save()
             for c in self.callbacks:
                 c({**rec, "last": last}, self.history, self.eval_history)
         bar.close()
-        ax = plot_losses(self.history, self.eval_history)
-        ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
+        if self.is_main and self.history:
+            ax = plot_losses(self.history, self.eval_history)
+            ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
         return self.history
