@@ -6,7 +6,7 @@
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'prepare_output_dir', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'build_model', 'resume_config', 'existing_data', 'pretrain']
 
-# %% ../nbs/10_pretrain.ipynb #9d978490
+# %% ../nbs/10_pretrain.ipynb #f619d96b
 import json, math, os, shutil, time
 from pathlib import Path
 import numpy as np
@@ -16,12 +16,13 @@ from .data import load_corpus, clean_documents, split_train_val, pack_documents,
 from .models.llama import LlamaConfig, LlamaForCausalLM, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
 from .checkpoint import latest_checkpoint
+from .amp import apply_amp_level
 
-# %% ../nbs/10_pretrain.ipynb #941bb2f5
+# %% ../nbs/10_pretrain.ipynb #29ff5cb9
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
 register("config", "LlamaConfig")(LlamaConfig)
 
-# %% ../nbs/10_pretrain.ipynb #d618a229
+# %% ../nbs/10_pretrain.ipynb #14c888fc
 SMOKE_OVERRIDES = {
     "train_dataset.max_documents": 400,
     "processor.tokenizer.vocab_size": 2000,
@@ -42,7 +43,7 @@ def resolve_config(config=None, overrides=(), smoke=False):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
 
-# %% ../nbs/10_pretrain.ipynb #121cefb2
+# %% ../nbs/10_pretrain.ipynb #24a163ce
 def prepare_output_dir(cfg, overwrite=False):
     "Create the output folder (refusing one that holds a previous run) and write the resolved config."
     out = Path(cfg.output_dir)
@@ -93,12 +94,16 @@ def prepare_data(cfg, tok, train_docs, val_docs, out, world_size=1):
         counts[name] = len(rows["input_ids"])
     return folder, counts
 
-# %% ../nbs/10_pretrain.ipynb #f3b3c4ad
+# %% ../nbs/10_pretrain.ipynb #03b1c69d
 def build_model(cfg):
-    "The model named by model.arch.type, built from model.model_config."
-    mc = cfg.model.model_config
+    "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
+    mc = apply_amp_level(cfg.model.model_config, cfg.amp_level, cfg.context.device_target, cfg.amp_dtype)
     config_cls = REGISTRY.get("config", mc.get("type", "LlamaConfig"))
-    return REGISTRY.get("model", cfg.model.arch.type)(config_cls.from_dict(mc))
+    net = REGISTRY.get("model", cfg.model.arch.type)(config_cls.from_dict(mc))
+    if cfg.recompute_config.recompute:  # keep only each layer's input; recompute the rest during backward
+        for layer in net.model.layers:
+            layer.recompute()
+    return net
 
 
 def resume_config(cfg, overrides=()):

@@ -1,0 +1,187 @@
+"""Hugging Face <-> llmpt_nb <-> MindFormers weights: parity with transformers, round trips, and errors that name the tensor."""
+import argparse, json, os
+os.environ["HF_HUB_OFFLINE"] = "1"          # never download: every model is built offline from a config
+from pathlib import Path
+import numpy as np
+import pytest
+import mindspore as ms
+from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, save_ms_checkpoint,
+                              load_ms_checkpoint, convert_weights, parameter_arrays, our_logits, add_weights_commands,
+                              save_safetensors, to_mindformers, _damaged_copy)
+
+IDS = np.random.default_rng(1).integers(0, 128, (2, 20))
+
+
+def tiny_ours(**kw):
+    ms.set_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**{**dict(vocab_size=128, seq_length=64, hidden_size=32, num_layers=2, num_heads=4,
+                                                 n_kv_heads=2, intermediate_size=64), **kw}))
+
+
+@pytest.fixture(scope="module")
+def tf():
+    transformers = pytest.importorskip("transformers")
+    transformers.utils.logging.disable_progress_bar()
+    from llmpt_nb import weights
+    return weights
+
+
+VARIANTS = {"mha_untied": dict(num_key_value_heads=4, tie_word_embeddings=False),
+            "mha_tied": dict(num_key_value_heads=4, tie_word_embeddings=True),
+            "gqa_untied": dict(num_key_value_heads=2, tie_word_embeddings=False, rope_theta=5e5),
+            "gqa_tied": dict(num_key_value_heads=1, tie_word_embeddings=True)}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_llama_logits_match_transformers(tf, tmp_path, name):
+    folder = tf.tiny_hf_model(tmp_path / name, seed=3, **VARIANTS[name])
+    net, table = load_hf_model(folder)
+    assert len(table.mapped) == len(list(net.get_parameters()))
+    diff = np.abs(our_logits(net, IDS) - tf.hf_logits(tf.hf_model(folder), IDS)).max()
+    assert diff < 1e-4, diff
+
+
+@pytest.mark.parametrize("name", ["mha_untied", "gqa_tied"])
+def test_hf_roundtrip_reproduces_logits(tf, tmp_path, name):
+    src = tf.tiny_hf_model(tmp_path / "src", **VARIANTS[name])
+    net, _ = load_hf_model(src)
+    ckpt = convert_weights(src, tmp_path / "m.ckpt", "hf", "ms", verbose=False)["dst"]
+    convert_weights(ckpt, tmp_path / "out", "ms", "hf", verbose=False)
+    a, b = HFCheckpoint(src), HFCheckpoint(tmp_path / "out")
+    assert sorted(a.keys()) == sorted(b.keys())
+    assert all(np.array_equal(a.get(k), b.get(k)) for k in a.keys())
+    theirs_src, theirs_out = tf.hf_model(src), tf.hf_model(tmp_path / "out")   # from_pretrained(local_files_only=True)
+    assert np.abs(tf.hf_logits(theirs_out, IDS) - tf.hf_logits(theirs_src, IDS)).max() < 1e-6
+    assert np.abs(our_logits(net, IDS) - tf.hf_logits(theirs_out, IDS)).max() < 1e-4
+
+
+def test_bf16_and_sharded_sources(tf, tmp_path):
+    bf = tf.tiny_hf_model(tmp_path / "bf16", dtype="bfloat16", num_key_value_heads=2)
+    net, table = load_hf_model(bf, dtype="float32")
+    assert {(r.src_dtype, r.dst_dtype) for r in table.mapped} == {("bfloat16", "float32")}
+    assert np.abs(our_logits(net, IDS) - tf.hf_logits(tf.hf_model(bf), IDS)).max() < 1e-4
+    sh = tf.tiny_hf_model(tmp_path / "sharded", max_shard_size="40KB")
+    assert len(HFCheckpoint(sh).files) > 1
+    assert np.abs(our_logits(load_hf_model(sh)[0], IDS) - tf.hf_logits(tf.hf_model(sh), IDS)).max() < 1e-4
+
+
+def test_verify_mode(tf, tmp_path, capsys):
+    folder = tf.tiny_hf_model(tmp_path / "m", num_key_value_heads=2)
+    res = tf.verify_weights(folder)
+    assert res["ok"] and res["max_abs_diff"] < 1e-4 and len(res["sentences"]) == 3
+    assert "max abs logit difference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_mindformers_roundtrip_is_lossless(tmp_path, tied):
+    net = tiny_ours(tie_word_embeddings=tied)
+    mf = save_ms_checkpoint(net, tmp_path / "mf.ckpt", names="mindformers")
+    names = {k for k in ms.load_checkpoint(str(mf)) if k not in ("model_config", "arch", "names")}
+    assert {"model.tok_embeddings.embedding_weight", "model.layers.1.attention.wq.weight", "model.layers.0.attention.wk.weight",
+            "model.layers.0.attention.wv.weight", "model.layers.0.attention.wo.weight", "model.layers.0.feed_forward.w1.weight",
+            "model.layers.0.feed_forward.w2.weight", "model.layers.0.feed_forward.w3.weight",
+            "model.layers.0.attention_norm.weight", "model.layers.0.ffn_norm.weight", "model.norm_out.weight"} <= names
+    assert ("lm_head.weight" in names) != tied
+    back, _ = load_ms_checkpoint(mf)
+    a, b = parameter_arrays(net), parameter_arrays(back)
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # and through our own checkpoint format, back to MindFormers names: the same numbers under the same names
+    convert_weights(mf, tmp_path / "ours.ckpt", "mindformers", "ms", verbose=False)
+    convert_weights(tmp_path / "ours.ckpt", tmp_path / "mf2.ckpt", "ms", "mindformers", verbose=False)
+    x, y = ms.load_checkpoint(str(mf)), ms.load_checkpoint(str(tmp_path / "mf2.ckpt"))
+    assert all(np.array_equal(x[k].asnumpy(), y[k].asnumpy()) for k in names)
+
+
+def test_mindformers_checkpoint_without_config_needs_yaml(tmp_path):
+    net = tiny_ours()
+    plain = [{"name": to_mindformers(p.name), "data": p} for p in net.get_parameters()]
+    ms.save_checkpoint(plain, str(tmp_path / "mf_plain.ckpt"))          # as MindFormers writes it: tensors only
+    with pytest.raises(ValueError, match="does not record its model's hyperparameters"):
+        load_ms_checkpoint(tmp_path / "mf_plain.ckpt")
+    (tmp_path / "mf.yaml").write_text(json.dumps({"model": {"arch": {"type": "LlamaForCausalLM"},
+                                                            "model_config": {**net.config.__dict__, "type": "LlamaConfig"}}}))
+    back, table = load_ms_checkpoint(tmp_path / "mf_plain.ckpt", config=tmp_path / "mf.yaml")
+    assert np.array_equal(parameter_arrays(back)["model.norm.weight"], parameter_arrays(net)["model.norm.weight"])
+
+
+@pytest.fixture
+def good_folder(tmp_path):
+    "A Hugging Face folder written by our exporter (no transformers needed)."
+    export_hf(tiny_ours(), tmp_path / "good")
+    return tmp_path / "good"
+
+
+def test_missing_tensor_is_named(good_folder, tmp_path):
+    bad = _damaged_copy(good_folder, tmp_path / "bad", drop=["model.layers.1.self_attn.v_proj.weight"])
+    with pytest.raises(WeightsError, match=r"missing tensor 'model\.layers\.1\.self_attn\.v_proj\.weight'.*bad"):
+        load_hf_model(bad)
+
+
+def test_shape_mismatch_is_named(good_folder, tmp_path):
+    bad = _damaged_copy(good_folder, tmp_path / "bad", config_update={"num_key_value_heads": 4})
+    with pytest.raises(WeightsError) as e:
+        load_hf_model(bad)
+    msg = str(e.value)
+    assert "shape mismatch for 'model.layers.0.self_attn.k_proj.weight' in model.safetensors" in msg
+    assert "(16, 32)" in msg and "(32, 32)" in msg and "4 problems" in msg     # k and v of both layers, all at once
+
+
+def test_unexpected_tensor_is_named(good_folder, tmp_path):
+    ck = HFCheckpoint(good_folder)
+    arrays = {k: ck.get(k) for k in ck.keys()}
+    arrays["model.layers.0.self_attn.q_proj.bias"] = np.zeros(32, np.float32)
+    save_safetensors(arrays, good_folder / "model.safetensors")
+    with pytest.raises(WeightsError, match=r"unexpected tensor 'model\.layers\.0\.self_attn\.q_proj\.bias'"):
+        load_hf_model(good_folder)
+
+
+def test_unsupported_architecture_is_named(good_folder, tmp_path):
+    bad = _damaged_copy(good_folder, tmp_path / "bad", config_update={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
+    with pytest.raises(ValueError, match=r"unsupported architecture 'Qwen2ForCausalLM' in .*bad/config\.json"):
+        load_hf_model(bad)
+
+
+def test_sharded_index_with_missing_shard(good_folder, tmp_path):
+    export_hf(tiny_ours(), tmp_path / "sh", max_shard_mb=0.02)
+    shards = sorted((tmp_path / "sh").glob("model-*.safetensors"))
+    assert len(shards) > 1
+    assert load_hf_model(tmp_path / "sh")[0] is not None
+    shards[-1].unlink()
+    with pytest.raises(FileNotFoundError, match=shards[-1].name):
+        load_hf_model(tmp_path / "sh")
+
+
+def test_training_checkpoint_uses_run_config(tmp_path):
+    "A chapter-05 training checkpoint (weights + AdamW moments, no config inside) converts with the run's config.yaml."
+    from llmpt_nb.trainer import AdamW
+    from llmpt_nb.checkpoint import save_checkpoint
+    import yaml
+    net = tiny_ours()
+    opt = AdamW(net.trainable_params())
+    run = tmp_path / "run"
+    ckpt = save_checkpoint(run / "checkpoint" / "step_5.ckpt",
+                           list(net.get_parameters()) + list(opt.exp_avg) + list(opt.exp_avg_sq) + [opt.global_step])
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"arch": {"type": "LlamaForCausalLM"},
+                                                              "model_config": dict(net.config.__dict__)}}))
+    res = convert_weights(ckpt, tmp_path / "hf", "ms", "hf", verbose=False)
+    assert any("AdamW" in note for _, note in res["skipped"])
+    back, _ = load_hf_model(tmp_path / "hf")
+    assert np.abs(our_logits(back, IDS) - our_logits(net, IDS)).max() == 0
+
+
+def test_cli_convert_and_errors(good_folder, tmp_path, capsys):
+    parser = argparse.ArgumentParser(prog="llmpt")
+    add_weights_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["convert-weights", "--from", "hf", "--to", "mindformers", str(good_folder), str(tmp_path / "mf.ckpt")])
+    res = args.handler(args, [])
+    assert res["dst_format"] == "mindformers" and "model.norm_out.weight" in capsys.readouterr().out
+    args = parser.parse_args(["convert-weights", "--from", "mindformers", "--to", "hf", str(tmp_path / "mf.ckpt"), str(tmp_path / "hf")])
+    args.handler(args, [])
+    assert (tmp_path / "hf" / "config.json").is_file() and (tmp_path / "hf" / "model.safetensors").is_file()
+    args = parser.parse_args(["convert-weights", str(tmp_path / "nowhere"), str(tmp_path / "x.ckpt")])
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        args.handler(args, [])
+    args = parser.parse_args(["convert-weights", "--from", "hf", "--to", "mindformers", str(good_folder), str(tmp_path / "mf.ckpt")])
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        args.handler(args, [])
