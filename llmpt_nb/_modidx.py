@@ -445,6 +445,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.trainer._ScaledLoss.__init__': ('train.html#_scaledloss.__init__', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer._ScaledLoss.construct': ('train.html#_scaledloss.construct', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer._global_norm': ('train.html#_global_norm', 'llmpt_nb/trainer.py'),
+                                  'llmpt_nb.trainer._rng_state': ('train.html#_rng_state', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer._update_one': ('train.html#_update_one', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.flops_per_token': ('train.html#flops_per_token', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.measure_matmul_flops': ('train.html#measure_matmul_flops', 'llmpt_nb/trainer.py'),

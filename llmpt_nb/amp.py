@@ -6,12 +6,12 @@
 __all__ = ['AMP_LEVELS', 'GB', 'low_precision_dtype', 'apply_amp_level', 'llama_params', 'estimate_memory', 'memory_table',
            'measure_setting']
 
-# %% ../nbs/08_precision.ipynb #7bbe0c9b
+# %% ../nbs/08_precision.ipynb #26f6c5ea
 import json, math, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
 
-# %% ../nbs/08_precision.ipynb #951f3ae5
+# %% ../nbs/08_precision.ipynb #46ef5595
 AMP_LEVELS = {"O0": ("float32", "float32"), "O1": ("low", "float32"), "O2": ("low", "low")}
 
 def low_precision_dtype(device_target, amp_dtype="auto"):
@@ -33,7 +33,7 @@ def apply_amp_level(model_config, level, device_target="CPU", amp_dtype="auto"):
     return {**dict(model_config), "compute_dtype": compute, "softmax_compute_type": softmax,
             "layernorm_compute_type": "float32", "param_init_type": "float32"}
 
-# %% ../nbs/08_precision.ipynb #e0501ce9
+# %% ../nbs/08_precision.ipynb #5cf2472a
 GB = 1e9
 
 def llama_params(mc):
@@ -57,7 +57,7 @@ def estimate_memory(n_params, mc=None, micro_batch=1, seq_length=None, mixed=Tru
         acts = L * per_layer + 2 * 4 * s * b * V
     return dict(params=params, grads=grads, optimizer=optim, activations=acts, total=params + grads + optim + acts)
 
-# %% ../nbs/08_precision.ipynb #cf5f4af8
+# %% ../nbs/08_precision.ipynb #1f43cb05
 def memory_table(mc, world=8, micro_batch=1, recompute=False):
     "Rows (setting, params, grads, optimizer, activations, total) in GB per rank."
     n = llama_params(mc)
@@ -69,7 +69,7 @@ def memory_table(mc, world=8, micro_batch=1, recompute=False):
         out.append((name, *(round(e[k] / GB, 1) for k in ("params", "grads", "optimizer", "activations", "total"))))
     return out
 
-# %% ../nbs/08_precision.ipynb #24ddff80
+# %% ../nbs/08_precision.ipynb #50396d16
 def measure_setting(overrides, steps=6, workdir=None):
     "Run `llmpt pretrain --smoke` with `overrides` in a fresh process; returns peak RSS (MiB) and median tokens/s."
     out = Path(workdir or tempfile.mkdtemp()) / "run"

@@ -6,7 +6,7 @@
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
            'peak_rss_mb', 'plot_losses', 'LivePlot', 'Trainer']
 
-# %% ../nbs/05_train.ipynb #0dfcb53f
+# %% ../nbs/05_train.ipynb #7229a28e
 import json, math, os, resource, sys, time
 from pathlib import Path
 import numpy as np
@@ -17,7 +17,7 @@ from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_par
 from .config import config_hash
 from .checkpoint import save_training_state, latest_checkpoint, load_checked
 
-# %% ../nbs/05_train.ipynb #5f6fd320
+# %% ../nbs/05_train.ipynb #b9593dc6
 def set_context(context, seed=None):
     "Apply the config's `context` section (mode, device_target, graph kernel) and seed MindSpore and NumPy."
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
@@ -31,7 +31,7 @@ def set_context(context, seed=None):
         ms.set_seed(seed)
         np.random.seed(seed)
 
-# %% ../nbs/05_train.ipynb #2868f8a0
+# %% ../nbs/05_train.ipynb #5f1055fc
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -39,7 +39,7 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
-# %% ../nbs/05_train.ipynb #7a88ddcc
+# %% ../nbs/05_train.ipynb #b6cd8d04
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
 @_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
@@ -79,7 +79,7 @@ class AdamW(nn.Cell):
         "Bytes held by the optimizer state (both moments)."
         return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
 
-# %% ../nbs/05_train.ipynb #f2562044
+# %% ../nbs/05_train.ipynb #b0f4a1ba
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -130,7 +130,7 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #912465b0
+# %% ../nbs/05_train.ipynb #44f8da23
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
     "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
@@ -152,7 +152,7 @@ def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #84784c91
+# %% ../nbs/05_train.ipynb #7f3237f1
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
@@ -184,7 +184,13 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #6e6e4af0
+# %% ../nbs/05_train.ipynb #4afed5ad
+def _rng_state():
+    "NumPy's global RNG state as JSON-able values (restored on resume)."
+    _, keys, pos, *_ = np.random.get_state()
+    return {"keys": [int(k) for k in keys], "pos": int(pos)}
+
+
 class Trainer:
     """GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
     evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
@@ -267,7 +273,7 @@ class Trainer:
         meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
                     batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
                     global_batch=self.global_batch, world_size=self.world_size, config_hash=config_hash(self.cfg),
-                    numpy_rng=np.random.get_state()[1][:4].tolist())
+                    seed=self.cfg.seed, numpy_rng=_rng_state())
         return save_training_state(self.output_dir / "checkpoint", self.step, self.state_params(), meta,
                                    keep=self.cfg.callbacks.keep_checkpoint_max)
 
@@ -285,6 +291,7 @@ class Trainer:
                 "start a new run from these weights in another output_dir.")
         load_checked(self.state_params(), ckpt)
         self.state.update({k: meta[k] for k in self.state})
+        np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
         metrics = self.output_dir / "metrics.jsonl"
         if metrics.exists():  # drop what was logged after the checkpoint: those steps are trained again
             kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
