@@ -5,13 +5,14 @@
 # %% auto #0
 __all__ = ['build_parser', 'run_command', 'main']
 
-# %% ../nbs/10a_cli.ipynb #731ec328
+# %% ../nbs/10a_cli.ipynb #ad002928
 import argparse, json, sys
 from pathlib import Path
 from . import __version__
 from .pipeline import pretrain, resolve_config, prepare_output_dir, load_documents, prepare_tokenizer, prepare_data
+from .continued import add_cli_commands
 
-# %% ../nbs/10a_cli.ipynb #51f7feb2
+# %% ../nbs/10a_cli.ipynb #161029e8
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
     out, i = [], 0
@@ -42,11 +43,14 @@ def build_parser():
         if name == "pretrain":
             p.add_argument("--resume", action="store_true",
                            help="continue the run in output_dir from its newest complete checkpoint")
+    add_cli_commands(sub)  # convert-weights, continue-pretrain (chapters 07 and 11)
     return parser
 
 
 def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
+    if getattr(args, "handler", None):
+        return args.handler(args, overrides)
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume)
     cfg = resolve_config(args.config, overrides, args.smoke)
@@ -67,7 +71,7 @@ def main(argv=None):
     args, rest = build_parser().parse_known_args(argv)
     try:
         run_command(args, _split_overrides(rest))
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, KeyError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"llmpt: error: {msg}", file=sys.stderr)
         return 2

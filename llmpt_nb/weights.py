@@ -12,7 +12,7 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'LLAMA_HYPER', 'LLAMA_HF_IGNORE', 'MINDFO
            'save_ms_checkpoint', 'load_ms_checkpoint', 'encoder_config_from_hf', 'encoder_config_to_hf', 'load_weights',
            'convert_weights', 'verify_weights', 'run_convert_weights', 'add_weights_commands']
 
-# %% ../nbs/07_weights.ipynb #d600c574
+# %% ../nbs/07_weights.ipynb #f76fbb54
 import json, os, re, shutil, struct, tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -22,7 +22,7 @@ from mindspore import Tensor
 from .models.llama import LlamaConfig, LlamaForCausalLM, DTYPES
 from .models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM
 
-# %% ../nbs/07_weights.ipynb #5bf04901
+# %% ../nbs/07_weights.ipynb #2f118190
 _ST_CODES = {"float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
              "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
 _ST_NAMES = {v: k for k, v in _ST_CODES.items()}
@@ -42,7 +42,7 @@ def f32_to_bf16(x):
     out[np.isnan(x)] = 0x7FC0
     return out
 
-# %% ../nbs/07_weights.ipynb #fe0d59db
+# %% ../nbs/07_weights.ipynb #d6ad74a4
 class SafeTensors:
     "Lazy reader of one .safetensors file: names, dtypes and shapes from the header, arrays on demand (bf16 -> float32)."
     def __init__(self, path):
@@ -96,7 +96,7 @@ def save_safetensors(arrays, path, dtype=None, metadata=None):
     os.replace(tmp_path, path)
     return path
 
-# %% ../nbs/07_weights.ipynb #b1998ced
+# %% ../nbs/07_weights.ipynb #1e35cab8
 class HFCheckpoint:
     "The config and tensors of a Hugging Face model folder (single or sharded safetensors), read lazily."
     def __init__(self, folder):
@@ -142,7 +142,7 @@ class HFCheckpoint:
     def get(self, name): return self.files[self.where[name]].get(name)
     def __repr__(self): return f"HFCheckpoint({str(self.folder)!r}: {len(self.where)} tensors in {len(self.files)} file(s))"
 
-# %% ../nbs/07_weights.ipynb #8a407176
+# %% ../nbs/07_weights.ipynb #dc83b869
 @dataclass
 class Row:
     "One tensor of a conversion."
@@ -206,7 +206,7 @@ class MappingTable(list):
 class WeightsError(ValueError):
     "Missing, unexpected or mis-shaped tensors; the message lists every one of them."
 
-# %% ../nbs/07_weights.ipynb #4acb08d5
+# %% ../nbs/07_weights.ipynb #c6bd386d
 def _problem_report(what, problems, hint):
     if len(problems) == 1: return f"{what}: {problems[0]}. {hint}"
     return f"{len(problems)} problems {what}:\n- " + "\n- ".join(problems) + f"\n{hint}"
@@ -253,7 +253,7 @@ def map_tensors(source, rename, expected, dtype="float32", ignore=(), tied=(), w
                                            problems, hint))
     return arrays, MappingTable(rows)
 
-# %% ../nbs/07_weights.ipynb #0c3b0741
+# %% ../nbs/07_weights.ipynb #911d9c6e
 def assign_parameters(net, arrays, where="the checkpoint"):
     "Set every parameter of `net` from `arrays` ({name: array}); the name sets must be equal and shapes agree."
     params = {p.name: p for p in net.get_parameters()}
@@ -274,7 +274,7 @@ def parameter_arrays(net):
     "{name: NumPy array} of every parameter of `net` (bfloat16 returned as float32, NumPy has no bf16)."
     return {p.name: (p.astype(ms.float32) if p.dtype == ms.bfloat16 else p).asnumpy() for p in net.get_parameters()}
 
-# %% ../nbs/07_weights.ipynb #446c7d24
+# %% ../nbs/07_weights.ipynb #b961225a
 SUPPORTED = ["LlamaForCausalLM"]          # the encoders join below
 
 def hf_architecture(hf_config, where="config.json"):
@@ -326,7 +326,7 @@ def llama_config_to_hf(cfg: LlamaConfig, dtype="float32", **extra):
     for theirs, ours in LLAMA_HYPER: out[theirs] = getattr(cfg, ours)
     return {**out, **extra}
 
-# %% ../nbs/07_weights.ipynb #9210cb2b
+# %% ../nbs/07_weights.ipynb #9731992a
 def _identity(name): return name
 _identity.inverse = _identity
 
@@ -369,7 +369,7 @@ def _renamer(table):
 to_mindformers = _renamer(MINDFORMERS_LLAMA)
 from_mindformers = to_mindformers.inverse
 
-# %% ../nbs/07_weights.ipynb #942e6353
+# %% ../nbs/07_weights.ipynb #57e8623f
 TINY_HF = {
     "LlamaForCausalLM": ("LlamaConfig", dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                              num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
@@ -404,7 +404,7 @@ def hf_model(folder, arch=None):
     arch = arch or hf_architecture(json.loads((Path(folder) / "config.json").read_text()))
     return getattr(transformers, arch).from_pretrained(str(folder), local_files_only=True).float().eval()
 
-# %% ../nbs/07_weights.ipynb #b9b5ef58
+# %% ../nbs/07_weights.ipynb #f864b275
 @dataclass
 class Architecture:
     "How one model family converts: config both ways, the model class, the tensors to ignore or expect tied."
@@ -445,7 +445,7 @@ def load_hf_model(folder, dtype="float32", seq_length=None, verbose=False):
     if verbose: print(table)
     return net, table
 
-# %% ../nbs/07_weights.ipynb #655b6b81
+# %% ../nbs/07_weights.ipynb #29274f8f
 def our_logits(net, ids, attention_mask=None, token_type_ids=None):
     "float32 logits of our model for a (batch, seq) int array."
     args = [Tensor(np.asarray(ids, np.int32))]
@@ -461,7 +461,7 @@ def hf_logits(model, ids, attention_mask=None, token_type_ids=None):
     with torch.no_grad():
         return model(torch.tensor(np.asarray(ids), dtype=torch.long), **kw).logits.float().numpy()
 
-# %% ../nbs/07_weights.ipynb #3b54e43c
+# %% ../nbs/07_weights.ipynb #f889cb21
 def _damaged_copy(src, dst, drop=(), reshape=None, config_update=None):
     "Copy a Hugging Face folder with tensors dropped / one reshaped / config.json keys changed (for tests and demos)."
     src, dst = Path(src), Path(dst)
@@ -473,7 +473,7 @@ def _damaged_copy(src, dst, drop=(), reshape=None, config_update=None):
     (dst / "config.json").write_text(json.dumps({**ckpt.config, **(config_update or {})}, indent=2))
     return dst
 
-# %% ../nbs/07_weights.ipynb #ff5342b1
+# %% ../nbs/07_weights.ipynb #f5871a44
 def _write_hf_weights(arrays, folder, dtype, max_shard_mb=None):
     "model.safetensors, or shards + model.safetensors.index.json when the total exceeds max_shard_mb."
     nbytes = {"float32": 4, "float16": 2, "bfloat16": 2}[dtype]
@@ -517,7 +517,7 @@ def export_hf(net, folder, dtype="float32", max_shard_mb=None, tokenizer_files=(
     return MappingTable(rows, title=f"llmpt_nb {arch.name} -> {folder.name} (Hugging Face {arch.name}: {', '.join(files)})",
                         hyper=[(ours, theirs, getattr(cfg, ours)) for theirs, ours in arch.hyper])
 
-# %% ../nbs/07_weights.ipynb #a9bb7335
+# %% ../nbs/07_weights.ipynb #50558d62
 TRAINING_STATE = [(r"adam_m\..*", "AdamW first moment"), (r"adam_v\..*", "AdamW second moment"),
                   (r"accum\..*", "gradient accumulation buffer"), (r"global_step|step|epoch_num|step_num", "counter"),
                   (r"scale_sense|loss_scale.*|current_iterator_step|last_overflow_iterator_step", "loss scale state")]
@@ -595,7 +595,7 @@ def load_ms_checkpoint(path, config=None, names=None, dtype=None):
     table.title = f"{path.name} ({'MindFormers' if names == 'mindformers' else 'llmpt_nb'} names) -> llmpt_nb {arch_name}"
     return net, table
 
-# %% ../nbs/07_weights.ipynb #7946f9e5
+# %% ../nbs/07_weights.ipynb #1f2f5147
 ENCODER_HYPER = [
     ("vocab_size", "vocab_size"), ("hidden_size", "hidden_size"), ("num_hidden_layers", "num_layers"),
     ("num_attention_heads", "num_heads"), ("intermediate_size", "intermediate_size"), ("hidden_act", "hidden_act"),
@@ -640,10 +640,10 @@ ENCODER_HF_IGNORE = [(r"(roberta|bert)\.embeddings\.(position_ids|token_type_ids
                      (r"cls\.seq_relationship\..*", "next-sentence head: not used by the MLM head")]
 
 def _encoder_tied(prefix, head):
+    "Tied aliases of the MLM decoder; with tie_word_embeddings false the decoder has its own weight and bias."
     def tied(cfg):
-        out = [(f"{head}.decoder.bias", f"{head}.bias")]
-        if cfg.tie_word_embeddings: out.append((f"{head}.decoder.weight", f"{prefix}.embeddings.word_embeddings.weight"))
-        return out
+        if not cfg.tie_word_embeddings: return []
+        return [(f"{head}.decoder.weight", f"{prefix}.embeddings.word_embeddings.weight"), (f"{head}.decoder.bias", f"{head}.bias")]
     return tied
 
 SUPPORTED += ["RobertaForMaskedLM", "BertForMaskedLM"]
@@ -660,7 +660,7 @@ _TINY_ENCODER = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_att
 TINY_HF.update({"RobertaForMaskedLM": ("RobertaConfig", dict(_TINY_ENCODER, pad_token_id=1)),
                 "BertForMaskedLM": ("BertConfig", dict(_TINY_ENCODER, pad_token_id=0))})
 
-# %% ../nbs/07_weights.ipynb #e47fcf63
+# %% ../nbs/07_weights.ipynb #4ae44ac6
 FORMATS = ("hf", "ms", "mindformers")
 
 def load_weights(src, fmt, config=None, dtype=None, seq_length=None):
@@ -702,7 +702,7 @@ def convert_weights(src, dst, src_format="hf", dst_format="ms", config=None, dty
     return dict(src=str(src), dst=str(dst), src_format=src_format, dst_format=dst_format, arch=type(net).__name__,
                 tensors=len(table.mapped), skipped=[(r.src, r.note) for r in table if not r.dst])
 
-# %% ../nbs/07_weights.ipynb #6b381620
+# %% ../nbs/07_weights.ipynb #a5246653
 VERIFY_SENTENCES = ["人民日报社论：坚持改革开放的方针政策。", "The quick brown fox jumps over the lazy dog.",
                     "这本书的内容很好，印刷质量也不错，值得一读。"]
 
@@ -738,7 +738,7 @@ def verify_weights(hf_folder, checkpoint=None, config=None, sentences=None, atol
         print(f"max abs logit difference {worst:.2e}: {'OK' if worst <= atol else 'MISMATCH'} (tolerance {atol:g})")
     return dict(max_abs_diff=worst, ok=worst <= atol, sentences=rows, ids=how)
 
-# %% ../nbs/07_weights.ipynb #987a8685
+# %% ../nbs/07_weights.ipynb #7cde9ad2
 def run_convert_weights(args, overrides=()):
     "Handler of `llmpt convert-weights` (also its --verify mode)."
     if overrides:

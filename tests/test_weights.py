@@ -185,3 +185,20 @@ def test_cli_convert_and_errors(good_folder, tmp_path, capsys):
     args = parser.parse_args(["convert-weights", "--from", "hf", "--to", "mindformers", str(good_folder), str(tmp_path / "mf.ckpt")])
     with pytest.raises(FileExistsError, match="--overwrite"):
         args.handler(args, [])
+
+
+def test_dtype_conversions_are_stated(tf, tmp_path):
+    "fp16 source -> float16 weights; our float32 model -> bf16 export -> float32 again; the table says each step."
+    fp16 = tf.tiny_hf_model(tmp_path / "fp16", dtype="float16", num_key_value_heads=2)
+    net16, table = load_hf_model(fp16, dtype="float16")
+    assert {(r.src_dtype, r.dst_dtype) for r in table.mapped} == {("float16", "float16")}
+    assert all(p.dtype == ms.float16 for p in net16.get_parameters())
+    ref = tf.hf_logits(tf.hf_model(fp16), IDS)                  # transformers on the same fp16 values, in float32
+    assert np.abs(our_logits(net16, IDS) - ref).max() < 1e-4     # we compute in float32 too (compute_dtype)
+    net32, _ = load_hf_model(fp16, dtype="float32")
+    table = export_hf(net32, tmp_path / "bf16", dtype="bfloat16")
+    assert {r.dst_dtype for r in table.mapped} == {"bfloat16"}
+    assert HFCheckpoint(tmp_path / "bf16").dtype("model.norm.weight") == "bfloat16"
+    back, t2 = load_hf_model(tmp_path / "bf16")
+    assert {(r.src_dtype, r.dst_dtype) for r in t2.mapped} == {("bfloat16", "float32")}
+    assert np.abs(our_logits(back, IDS) - tf.hf_logits(tf.hf_model(tmp_path / "bf16"), IDS)).max() < 1e-4

@@ -8,7 +8,7 @@ __all__ = ['ACTIVATIONS', 'MASKED_LM', 'EncoderConfig', 'Dense', 'LayerNorm', 'a
            'BertEncoder', 'BertModel', 'Decoder', 'RobertaLMHead', 'BertPredictionHeadTransform',
            'BertLMPredictionHead', 'BertOnlyMLMHead', 'RobertaForMaskedLM', 'BertForMaskedLM', 'build_encoder']
 
-# %% ../../nbs/03b_encoder.ipynb #a3d25ac9
+# %% ../../nbs/03b_encoder.ipynb #9e62082b
 import math
 from dataclasses import dataclass, fields, asdict
 import numpy as np
@@ -17,7 +17,7 @@ from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
 from .llama import DTYPES, Embedding
 
-# %% ../../nbs/03b_encoder.ipynb #6ad3378a
+# %% ../../nbs/03b_encoder.ipynb #ac0a110c
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
 @dataclass
@@ -78,7 +78,7 @@ class EncoderConfig:
 
     def to_dict(self): return asdict(self)
 
-# %% ../../nbs/03b_encoder.ipynb #bd4de3c0
+# %% ../../nbs/03b_encoder.ipynb #562e6c85
 class Dense(nn.Cell):
     "y = x W^T + b, weight (out, in) like PyTorch, matmul in `compute_dtype`."
     def __init__(self, in_features, out_features, std=0.02, param_dtype=ms.float32, compute_dtype=ms.float32):
@@ -118,7 +118,7 @@ def activation(name):
     if name == "relu": return nn.ReLU()
     raise ValueError(f"hidden_act {name!r} is not implemented: use one of {', '.join(ACTIVATIONS)}")
 
-# %% ../../nbs/03b_encoder.ipynb #20fbdd2a
+# %% ../../nbs/03b_encoder.ipynb #ff3d49a1
 def roberta_position_ids(input_ids, pad_token_id):
     "pad_token_id + 1 + (number of real tokens so far - 1) on real tokens, pad_token_id on padding."
     real = (input_ids != pad_token_id).astype(ms.int32)
@@ -145,7 +145,7 @@ class BertEmbeddings(nn.Cell):
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions) + self.token_type_embeddings(token_type_ids)
         return self.dropout(self.LayerNorm(x)).astype(self.compute_dtype)
 
-# %% ../../nbs/03b_encoder.ipynb #2157f9a3
+# %% ../../nbs/03b_encoder.ipynb #3af5914a
 class BertSelfAttention(nn.Cell):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -211,7 +211,7 @@ class BertLayer(nn.Cell):
         h = self.attention(x, mask)
         return self.output(self.intermediate(h), h)
 
-# %% ../../nbs/03b_encoder.ipynb #5d7bf844
+# %% ../../nbs/03b_encoder.ipynb #29304c85
 class BertEncoder(nn.Cell):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -237,11 +237,13 @@ class BertModel(nn.Cell):
 
 
 class Decoder(nn.Cell):
-    "An untied output matrix (vocab, hidden), for checkpoints with tie_word_embeddings false."
+    """An untied output layer (weight (vocab, hidden) and bias), for checkpoints with tie_word_embeddings false.
+    transformers 5 then unties the bias too: the decoder's bias is used and the head's own `bias` is not."""
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.weight = Parameter(initializer(Normal(cfg.initializer_range), (cfg.vocab_size, cfg.hidden_size),
-                                            DTYPES[cfg.param_init_type]), name="weight")
+        pt = DTYPES[cfg.param_init_type]
+        self.weight = Parameter(initializer(Normal(cfg.initializer_range), (cfg.vocab_size, cfg.hidden_size), pt), name="weight")
+        self.bias = Parameter(initializer("zeros", (cfg.vocab_size,), pt), name="bias")
 
 
 def _mlm_scores(h, w, bias, matmul, dtype):
@@ -265,8 +267,9 @@ class RobertaLMHead(nn.Cell):
 
     def construct(self, h, word_embeddings):
         h = self.layer_norm(self.act(self.dense(h)))
-        w = word_embeddings if self.tied else self.decoder.weight
-        return _mlm_scores(h, w, self.bias, self.matmul, self.compute_dtype)
+        if self.tied:
+            return _mlm_scores(h, word_embeddings, self.bias, self.matmul, self.compute_dtype)
+        return _mlm_scores(h, self.decoder.weight, self.decoder.bias, self.matmul, self.compute_dtype)
 
 
 class BertPredictionHeadTransform(nn.Cell):
@@ -291,8 +294,10 @@ class BertLMPredictionHead(nn.Cell):
         self.compute_dtype = DTYPES[cfg.compute_dtype]
 
     def construct(self, h, word_embeddings):
-        w = word_embeddings if self.tied else self.decoder.weight
-        return _mlm_scores(self.transform(h), w, self.bias, self.matmul, self.compute_dtype)
+        h = self.transform(h)
+        if self.tied:
+            return _mlm_scores(h, word_embeddings, self.bias, self.matmul, self.compute_dtype)
+        return _mlm_scores(h, self.decoder.weight, self.decoder.bias, self.matmul, self.compute_dtype)
 
 
 class BertOnlyMLMHead(nn.Cell):
@@ -302,7 +307,7 @@ class BertOnlyMLMHead(nn.Cell):
 
     def construct(self, h, word_embeddings): return self.predictions(h, word_embeddings)
 
-# %% ../../nbs/03b_encoder.ipynb #d8afb572
+# %% ../../nbs/03b_encoder.ipynb #dd8d1377
 def _defaults(input_ids, attention_mask, token_type_ids):
     if attention_mask is None: attention_mask = ops.ones_like(input_ids)
     if token_type_ids is None: token_type_ids = ops.zeros_like(input_ids)

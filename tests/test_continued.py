@@ -1,0 +1,129 @@
+"""Continued MLM pretraining: masking, chunking, bucketing, tokenizer checks, and the command end to end."""
+import json, os, subprocess, sys
+os.environ["HF_HUB_OFFLINE"] = "1"
+import numpy as np
+import pytest
+from conftest import ROOT
+from llmpt_nb.continued import (mask_tokens, bucket_lengths, make_batches, padding_stats, build_char_vocab, IGNORE_INDEX,
+                                load_domain_documents)
+
+SPECIAL = {0, 1, 2, 3, 4}
+
+
+def test_dynamic_masking_80_10_10():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 500, (256, 64)); ids[:, 0] = 2; ids[:, -1] = 3; ids[:, 50:-1] = 0
+    masked, labels = mask_tokens(ids, SPECIAL, 4, 500, rng)
+    chosen = labels != IGNORE_INDEX
+    assert abs(chosen[:, 1:50].mean() - 0.15) < 0.01
+    assert not chosen[:, 0].any() and not chosen[:, 50:].any()
+    assert abs((masked[chosen] == 4).mean() - 0.8) < 0.02
+    kept = (masked[chosen] == ids[chosen]).mean()
+    assert 0.08 < kept < 0.12                                          # 10% unchanged (+ rare same-id random draws)
+    assert (labels[chosen] == ids[chosen]).all() and (masked[~chosen] == ids[~chosen]).all()
+    again, _ = mask_tokens(ids, SPECIAL, 4, 500, rng)
+    assert (again != masked).any()
+
+
+def test_buckets_and_measured_padding():
+    rng = np.random.default_rng(1)
+    examples = [np.full(int(n), 7, np.int32) for n in rng.integers(4, 65, 1000)]
+    buckets = bucket_lengths([len(e) for e in examples], 64, num_buckets=4, multiple=8)
+    assert buckets[-1] == 64 and len(buckets) <= 4 and all(b % 8 == 0 for b in buckets)
+    batches = make_batches(examples, buckets, 16, 0, np.random.default_rng(2))
+    assert {b.shape for b in batches} <= {(16, b) for b in buckets}
+    for b in batches:                                                  # every row fits its bucket, padded with 0
+        lens = (b != 0).sum(1)
+        assert lens.max() <= b.shape[1]
+    stats = padding_stats(batches, 0, 64)
+    assert stats["padded_to_max"] == len(batches) * 16 * 64 - stats["real_tokens"]
+    assert 0 < stats["padded_bucketed"] < stats["padded_to_max"] and stats["padding_saved_ratio"] > 0.3
+    # training drops remainders, evaluation keeps every example (short batches filled with padding rows)
+    ev = make_batches(examples, [64], 16, 0, rng=None, drop_last=False)
+    assert sum(int((b != 0).sum()) for b in ev) == sum(len(e) for e in examples)
+
+
+def test_reviews_corpus_and_char_vocab():
+    docs = load_domain_documents("reviews", max_documents=300, seed=0)
+    assert len(docs) == 300 and all(len(d) >= 8 for d in docs)
+    vocab = build_char_vocab(docs, max_size=500, min_count=2)
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(vocab) <= 500
+    assert "的" in vocab and len(set(vocab)) == len(vocab)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from llmpt_nb.continued import make_tiny_roberta
+    docs = load_domain_documents("reviews", max_documents=800, seed=0)
+    folder = make_tiny_roberta(tmp_path_factory.mktemp("init") / "roberta", docs, seq_length=32)
+    return folder, docs
+
+
+def test_chunks_are_whole_sentences(tiny):
+    from llmpt_nb.continued import load_checkpoint_tokenizer, chunk_documents
+    from llmpt_nb.data import split_sentences
+    folder, docs = tiny
+    tok = load_checkpoint_tokenizer(folder)
+    chunks = chunk_documents(tok, docs[:200], 32)
+    assert all(len(c) <= 32 and c[0] == tok.cls_token_id and c[-1] == tok.sep_token_id for c in chunks)
+    total = sum(len(tok(s, add_special_tokens=False)["input_ids"]) for d in docs[:200] for s in split_sentences(d) if s.strip())
+    assert sum(len(c) - 2 for c in chunks) == total                   # nothing lost, nothing duplicated
+
+
+def test_tokenizer_checks(tiny, tmp_path):
+    from llmpt_nb.continued import load_checkpoint_tokenizer, check_tokenizer, make_tiny_roberta
+    from llmpt_nb.weights import load_hf_model
+    folder, docs = tiny
+    net, _ = load_hf_model(folder)
+    tok = load_checkpoint_tokenizer(folder)
+    report = check_tokenizer(tok, net.config, docs[700:800])
+    assert report.n_lines == 100 and report.unk_rate < 0.05 and "round trip" in str(report)
+    other = make_tiny_roberta(tmp_path / "other", docs[:100], min_count=1, seq_length=32)
+    with pytest.raises(ValueError, match=rf"has {len(load_checkpoint_tokenizer(other))} tokens but the checkpoint's "
+                                         rf"config.json says vocab_size {net.config.vocab_size}"):
+        check_tokenizer(load_checkpoint_tokenizer(other), net.config, where=str(folder))
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(FileNotFoundError, match="no tokenizer files"):
+        load_checkpoint_tokenizer(tmp_path / "bare")
+
+
+def run_cli(*args, timeout=600):
+    code = "import sys; from llmpt_nb.continued import cli_main; sys.exit(cli_main(sys.argv[1:]))"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    r = run_cli("continue-pretrain", f"--output_dir={out}", "--train_dataset.max_documents=1500",
+                "--runner_config.max_steps=20", "--callbacks.eval_batches=8")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["eval_after"]["loss"] < s["eval_before"]["loss"], s
+    assert s["padding"]["padding_saved"] > 0 and len(s["shapes"]) <= 4 and s["steps"] == 20
+    assert s["export_max_abs_diff"] < 1e-4
+    for f in ["config.yaml", "metrics.jsonl", "tokenizer_report.txt", "weights_table.txt", "hf/config.json",
+              "hf/model.safetensors", "hf/tokenizer.json", s["checkpoint"]]:
+        assert (out / f).exists(), f
+    steps = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    lrs = [m["lr"] for m in steps if "lr" in m]
+    assert lrs[1] > lrs[0] and lrs[-1] < max(lrs)                      # 10% warmup (2 steps), then decay
+    assert all(m["grad_norm"] > 0 for m in steps if "grad_norm" in m)
+
+
+def test_cli_rejects_a_tokenizer_that_disagrees(tiny, tmp_path):
+    from llmpt_nb.continued import make_tiny_roberta
+    folder, docs = tiny
+    other = make_tiny_roberta(tmp_path / "other", docs[:100], min_count=1, seq_length=32)
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(folder, bad)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy(other / f, bad / f)
+    r = run_cli("continue-pretrain", f"--load_checkpoint={bad}", f"--output_dir={tmp_path / 'o'}",
+                "--train_dataset.max_documents=300", timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "tokens but the checkpoint's config.json says vocab_size" in r.stderr and str(bad) in r.stderr
