@@ -6,23 +6,24 @@
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'prepare_output_dir', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'build_model', 'resume_config', 'existing_data', 'pretrain']
 
-# %% ../nbs/10_pretrain.ipynb #f619d96b
+# %% ../nbs/10_pretrain.ipynb #bd8a4a26
 import json, math, os, shutil, time
 from pathlib import Path
 import numpy as np
 from .config import load_config, register, REGISTRY
 from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_vocab_size
 from .data import load_corpus, clean_documents, split_train_val, pack_documents, write_mindrecord, read_mindrecord
-from .models.llama import LlamaConfig, LlamaForCausalLM, generate, count_parameters
+from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
 from .checkpoint import latest_checkpoint
 from .amp import apply_amp_level
+from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 
-# %% ../nbs/10_pretrain.ipynb #29ff5cb9
+# %% ../nbs/10_pretrain.ipynb #d09fee99
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
 register("config", "LlamaConfig")(LlamaConfig)
 
-# %% ../nbs/10_pretrain.ipynb #14c888fc
+# %% ../nbs/10_pretrain.ipynb #f268ed06
 SMOKE_OVERRIDES = {
     "train_dataset.max_documents": 400,
     "processor.tokenizer.vocab_size": 2000,
@@ -43,7 +44,7 @@ def resolve_config(config=None, overrides=(), smoke=False):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
 
-# %% ../nbs/10_pretrain.ipynb #24a163ce
+# %% ../nbs/10_pretrain.ipynb #bfd4896c
 def prepare_output_dir(cfg, overwrite=False):
     "Create the output folder (refusing one that holds a previous run) and write the resolved config."
     out = Path(cfg.output_dir)
@@ -90,11 +91,13 @@ def prepare_data(cfg, tok, train_docs, val_docs, out, world_size=1):
     counts = {}
     for name, docs, shards in (("train", train_docs, td.shard_num or world_size), ("val", val_docs, 1)):
         rows = pack_documents(tok.encode(docs), seq, tok.eos_id, tok.pad_id)
+        keep = len(rows["input_ids"]) // shards * shards  # equal shards: MindSpore would pad short ones by repeating rows
+        rows = {k: v[:keep] for k, v in rows.items()}
         write_mindrecord(rows, folder / f"{name}.mindrecord", shard_num=shards)
         counts[name] = len(rows["input_ids"])
     return folder, counts
 
-# %% ../nbs/10_pretrain.ipynb #03b1c69d
+# %% ../nbs/10_pretrain.ipynb #b5587324
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
     mc = apply_amp_level(cfg.model.model_config, cfg.amp_level, cfg.context.device_target, cfg.amp_dtype)
@@ -125,35 +128,54 @@ def existing_data(cfg, out):
 
 def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=False, live=False, verbose=True):
     """Run the whole pretraining path; returns a summary dict. Same as `llmpt pretrain`.
-    `resume` (or `resume_training: true`) continues the run in output_dir from its newest complete checkpoint."""
+    `resume` (or `resume_training: true`) continues the run in output_dir from its newest complete checkpoint.
+    Under `llmpt launch` (msrun) every worker runs this: rank 0 prepares the tokenizer and data, each rank reads its shard."""
     t0 = time.time()
-    say = print if verbose else (lambda *a, **k: None)
     cfg = resolve_config(config, overrides, smoke)
+    set_context(cfg.context, cfg.seed)
+    rank, world = init_distributed()
+    plan = parallel_plan(cfg, world)
+    say = print if verbose and rank == 0 else (lambda *a, **k: None)
     resume = resume or cfg.resume_training
     saved = resume_config(cfg, overrides) if resume else None
     if saved is not None:
         cfg, out = saved, Path(saved.output_dir)
-    else:
+    elif rank == 0:
         out = prepare_output_dir(cfg, overwrite)
-    set_context(cfg.context, cfg.seed)
+    out = Path(cfg.output_dir)
     train_docs, val_docs = load_documents(cfg)
     say(f"corpus: {len(train_docs)} training and {len(val_docs)} held-out documents")
-    if saved is not None:
-        tok, data_dir, counts = existing_data(cfg, out)
-        report = roundtrip_report(tok, val_docs)
-    else:
+    if saved is None and rank == 0:
         tok, report = prepare_tokenizer(cfg, train_docs, val_docs, out)
-        data_dir, counts = prepare_data(cfg, tok, train_docs, val_docs, out)
+        prepare_data(cfg, tok, train_docs, val_docs, out, world_size=world)
+    barrier(world)  # the other ranks wait for rank 0's tokenizer and MindRecord shards
+    tok, data_dir, counts = existing_data(cfg, out)
+    report = roundtrip_report(tok, val_docs)
     say(f"tokenizer: {tok.vocab_size} pieces; held-out round-trip exact on {report.exact_ratio:.2%} of {report.n_lines} lines")
-    say(f"MindRecord: {counts['train']} training and {counts['val']} held-out rows of {cfg.model.model_config.seq_length + 1} tokens in {data_dir}")
+    say(f"MindRecord: {counts['train']} training and {counts['val']} held-out rows of {cfg.model.model_config.seq_length + 1} "
+        f"tokens in {data_dir}" + (f"; {world} workers, ZeRO stage {plan['zero_stage']}" if world > 1 else ""))
     bs, shuffle = cfg.runner_config.batch_size, cfg.train_dataset.data_loader.shuffle
-    train_data = lambda epoch: read_mindrecord(data_dir / "train.mindrecord", batch_size=bs, shuffle=shuffle, seed=cfg.seed + epoch)
+    train_data = lambda epoch: rank_dataset(data_dir / "train.mindrecord", rank, world, batch_size=bs, shuffle=shuffle,
+                                            seed=cfg.seed + epoch)
     val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]))
     net = build_model(cfg)
     say(f"model: {cfg.model.arch.type}, {count_parameters(net) / 1e6:.2f} M parameters")
-    trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose,
-                      callbacks=[LivePlot()] if live else [], peak_flops=cfg.context.get("peak_flops"))
+    cells = None
+    if world > 1:
+        if plan["zero_stage"] == 3:
+            raise ValueError("ZeRO stage 3 runs in chapter 09's experiments but not yet in `llmpt pretrain` (its "
+                             "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
+        if plan["zero_stage"] and saved is not None:
+            raise ValueError("resuming under ZeRO stage >= 1 is not supported yet (each rank holds its own optimizer "
+                             "shard): resume with parallel.parallel_optimizer_config.zero_stage=0")
+        broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
+        cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
+    trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose and rank == 0, rank=rank,
+                      world_size=world, cells=cells, callbacks=[LivePlot()] if live else [],
+                      peak_flops=cfg.context.get("peak_flops"))
     history = trainer.fit(resume=saved is not None)
+    if rank != 0:
+        return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
     gen = cfg.generation
     sample = gen.prompt + tok.decode(generate(net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k, gen.temperature,
                                               eos_id=tok.eos_id, pad_id=tok.pad_id, seed=cfg.seed))

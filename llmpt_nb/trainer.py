@@ -6,7 +6,7 @@
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
            'peak_rss_mb', 'plot_losses', 'LivePlot', 'Trainer']
 
-# %% ../nbs/05_train.ipynb #7229a28e
+# %% ../nbs/05_train.ipynb #65a3652b
 import json, math, os, resource, sys, time
 from pathlib import Path
 import numpy as np
@@ -17,7 +17,7 @@ from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_par
 from .config import config_hash
 from .checkpoint import save_training_state, latest_checkpoint, load_checked
 
-# %% ../nbs/05_train.ipynb #b9593dc6
+# %% ../nbs/05_train.ipynb #0e503085
 def set_context(context, seed=None):
     "Apply the config's `context` section (mode, device_target, graph kernel) and seed MindSpore and NumPy."
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
@@ -31,7 +31,7 @@ def set_context(context, seed=None):
         ms.set_seed(seed)
         np.random.seed(seed)
 
-# %% ../nbs/05_train.ipynb #5f1055fc
+# %% ../nbs/05_train.ipynb #29015fc8
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -39,7 +39,7 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
-# %% ../nbs/05_train.ipynb #b6cd8d04
+# %% ../nbs/05_train.ipynb #b392dd63
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
 @_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
@@ -79,7 +79,7 @@ class AdamW(nn.Cell):
         "Bytes held by the optimizer state (both moments)."
         return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
 
-# %% ../nbs/05_train.ipynb #b0f4a1ba
+# %% ../nbs/05_train.ipynb #bd332088
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -130,12 +130,12 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #44f8da23
+# %% ../nbs/05_train.ipynb #dba75cb1
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
     "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
 
-def measure_matmul_flops(n=1024, repeats=4, trials=3):
+def measure_matmul_flops(n=1024, repeats=3, trials=6):
     "FLOP/s of an n^3 float32 matmul in MindSpore (best of `trials`): the peak MFU is reported against."
     a = Tensor(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
     ops.matmul(a, a).asnumpy()
@@ -152,7 +152,7 @@ def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #7f3237f1
+# %% ../nbs/05_train.ipynb #04cca942
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
@@ -184,7 +184,7 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #4afed5ad
+# %% ../nbs/05_train.ipynb #c72bb2b7
 def _rng_state():
     "NumPy's global RNG state as JSON-able values (restored on resume)."
     _, keys, pos, *_ = np.random.get_state()
@@ -196,7 +196,7 @@ class Trainer:
     evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
     (so each epoch's shuffle is reproducible from the seed, which exact resume needs)."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
-                 verbose=True, rank=0, world_size=1, optimizer=None, grad_reducer=None):
+                 verbose=True, rank=0, world_size=1, cells=None):
         rc, opt, wrap = cfg.runner_config, cfg.optimizer, cfg.runner_wrapper
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
@@ -204,13 +204,17 @@ class Trainer:
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.accum_steps = rc.gradient_accumulation_steps
-        self.params = net.trainable_params()
-        self.optimizer = optimizer or AdamW(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
-        self.accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name, requires_grad=False)
-                                    for p in self.params)
         self.loss_net = CausalLMLoss(net)
-        self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
-        self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad, grad_reducer)
+        if cells is not None:  # data parallel / ZeRO cells from chapter 09
+            self.params, self.optimizer, self.accum = cells.params, cells.optimizer, cells.accum
+            self.accumulate, self.apply = cells.accumulate, cells.apply
+        else:
+            self.params = net.trainable_params()
+            self.optimizer = AdamW(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
+            self.accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name,
+                                                  requires_grad=False) for p in self.params)
+            self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
+            self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad)
         self.batches_per_epoch = self.train_data(0).get_dataset_size()
         self.steps_per_epoch = self.batches_per_epoch // self.accum_steps
         if self.steps_per_epoch == 0:
