@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'prepare_output_dir', 'load_documents', 'prepare_tokenizer', 'prepare_data',
-           'build_model', 'resume_config', 'existing_data', 'pretrain']
+           'build_model', 'resume_config', 'existing_data', 'weights_digest', 'pretrain']
 
-# %% ../nbs/10_pretrain.ipynb #bd8a4a26
-import json, math, os, shutil, time
+# %% ../nbs/10_pretrain.ipynb #f332d302
+import hashlib, json, math, os, shutil, time
 from pathlib import Path
 import numpy as np
 from .config import load_config, register, REGISTRY
@@ -19,11 +19,11 @@ from .checkpoint import latest_checkpoint
 from .amp import apply_amp_level
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 
-# %% ../nbs/10_pretrain.ipynb #d09fee99
+# %% ../nbs/10_pretrain.ipynb #4bd70dd8
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
 register("config", "LlamaConfig")(LlamaConfig)
 
-# %% ../nbs/10_pretrain.ipynb #f268ed06
+# %% ../nbs/10_pretrain.ipynb #2c8f224f
 SMOKE_OVERRIDES = {
     "train_dataset.max_documents": 400,
     "processor.tokenizer.vocab_size": 2000,
@@ -44,7 +44,7 @@ def resolve_config(config=None, overrides=(), smoke=False):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
 
-# %% ../nbs/10_pretrain.ipynb #bfd4896c
+# %% ../nbs/10_pretrain.ipynb #f65997ef
 def prepare_output_dir(cfg, overwrite=False):
     "Create the output folder (refusing one that holds a previous run) and write the resolved config."
     out = Path(cfg.output_dir)
@@ -97,7 +97,7 @@ def prepare_data(cfg, tok, train_docs, val_docs, out, world_size=1):
         counts[name] = len(rows["input_ids"])
     return folder, counts
 
-# %% ../nbs/10_pretrain.ipynb #b5587324
+# %% ../nbs/10_pretrain.ipynb #f794cd91
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
     mc = apply_amp_level(cfg.model.model_config, cfg.amp_level, cfg.context.device_target, cfg.amp_dtype)
@@ -124,6 +124,14 @@ def existing_data(cfg, out):
     folder = Path(cfg.train_dataset.data_loader.dataset_dir or Path(out) / "data")
     counts = {n: read_mindrecord(folder / f"{n}.mindrecord").get_dataset_size() for n in ("train", "val")}
     return tok, folder, counts
+
+
+def weights_digest(net):
+    "SHA-256 over every trainable parameter's name and bytes."
+    h = hashlib.sha256()
+    for p in net.trainable_params():
+        h.update(p.name.encode()); h.update(p.asnumpy().tobytes())
+    return h.hexdigest()
 
 
 def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=False, live=False, verbose=True):
@@ -174,6 +182,8 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
                       world_size=world, cells=cells, callbacks=[LivePlot()] if live else [],
                       peak_flops=cfg.context.get("peak_flops"))
     history = trainer.fit(resume=saved is not None)
+    if world > 1:  # a fingerprint of each rank's weights: data parallel must keep them identical
+        (out / f"weights_rank{rank}.sha256").write_text(weights_digest(net) + "\n")
     if rank != 0:
         return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
     gen = cfg.generation

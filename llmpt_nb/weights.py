@@ -238,7 +238,6 @@ def map_tensors(source, rename, expected, dtype="float32", ignore=(), tied=(), w
         if tuple(expected[dst]) != shape:
             problems.append(f"shape mismatch for {name!r}{loc(name)}: the checkpoint has {shape}, the model "
                             f"expects {tuple(expected[dst])} for {dst!r}"); continue
-        seen[dst] = name
         a = np.asarray(source.get(name))
         arrays[dst] = a.astype(np.float32) if a.dtype.kind == "f" else a
         rows.append(Row(name, dst, shape, sdt, dtype))
@@ -526,7 +525,7 @@ def save_ms_checkpoint(net, path, names="ours"):
     "Save `net`'s weights as a MindSpore .ckpt with our (Hugging Face) names or MindFormers' names, config included."
     arch = type(net).__name__
     if names == "mindformers" and arch != "LlamaForCausalLM":
-        raise ValueError(f"MindFormers names are defined here for LLaMA only, not {arch}")
+        raise ValueError(f"MindFormers names are defined here for LLaMA only, not {arch}: save it with names='ours'")
     rename = to_mindformers if names == "mindformers" else _identity
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

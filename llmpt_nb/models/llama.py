@@ -6,7 +6,7 @@
 __all__ = ['DTYPES', 'LlamaConfig', 'Linear', 'RMSNorm', 'LlamaAttention', 'LlamaMLP', 'LlamaDecoderLayer', 'Embedding',
            'LlamaModel', 'LlamaForCausalLM', 'count_parameters', 'llama_parameter_count', 'CausalLMLoss', 'generate']
 
-# %% ../../nbs/03_model.ipynb #07a042b7
+# %% ../../nbs/03_model.ipynb #df7e3da1
 import math
 from dataclasses import dataclass, fields, asdict
 import numpy as np
@@ -15,7 +15,7 @@ from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
 from ..attention import causal_mask, rope_frequencies, apply_rope, repeat_kv, scaled_dot_product_attention
 
-# %% ../../nbs/03_model.ipynb #d35d88bd
+# %% ../../nbs/03_model.ipynb #edbd7092
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
 
 @dataclass
@@ -60,7 +60,7 @@ class LlamaConfig:
 
     def to_dict(self): return asdict(self)
 
-# %% ../../nbs/03_model.ipynb #c295778d
+# %% ../../nbs/03_model.ipynb #fa252c9c
 class Linear(nn.Cell):
     "Bias-free linear layer, weight (out, in), matmul in `compute_dtype`."
     def __init__(self, in_features, out_features, std=0.02, param_dtype=ms.float32, compute_dtype=ms.float32):
@@ -88,7 +88,7 @@ class RMSNorm(nn.Cell):
         h = h * self.rsqrt(self.mean(h * h, -1) + self.eps)
         return (h * self.weight.astype(self.compute_dtype)).astype(x.dtype)
 
-# %% ../../nbs/03_model.ipynb #ac9a8e30
+# %% ../../nbs/03_model.ipynb #e91c9cc1
 class LlamaAttention(nn.Cell):
     "Multi-head attention with RoPE and grouped key/value heads."
     def __init__(self, cfg: LlamaConfig):
@@ -130,7 +130,7 @@ class LlamaMLP(nn.Cell):
     def construct(self, x):
         return self.down_proj(self.silu(self.gate_proj(x)) * self.up_proj(x))
 
-# %% ../../nbs/03_model.ipynb #4217d4af
+# %% ../../nbs/03_model.ipynb #4418ffc3
 class LlamaDecoderLayer(nn.Cell):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
@@ -196,7 +196,7 @@ class LlamaForCausalLM(nn.Cell):
             logits = self.lm_head(h)
         return logits.astype(ms.float32)
 
-# %% ../../nbs/03_model.ipynb #688f51f4
+# %% ../../nbs/03_model.ipynb #1deeb95c
 def count_parameters(net, trainable_only=True):
     "Number of scalar parameters of a Cell."
     params = net.trainable_params() if trainable_only else net.get_parameters()
@@ -209,7 +209,7 @@ def llama_parameter_count(cfg: LlamaConfig):
     head = 0 if cfg.tie_word_embeddings else cfg.vocab_size * d
     return cfg.vocab_size * d + cfg.num_layers * per_layer + d + head
 
-# %% ../../nbs/03_model.ipynb #4dcad939
+# %% ../../nbs/03_model.ipynb #0d45fc76
 class CausalLMLoss(nn.Cell):
     "Mean next-token cross-entropy over positions whose label is not -100."
     def __init__(self, network):
@@ -226,9 +226,13 @@ class CausalLMLoss(nn.Cell):
         nll = -ops.gather_elements(logp, 2, safe.expand_dims(-1)).squeeze(-1)
         return (nll * mask).sum() / ops.maximum(mask.sum(), 1.0)
 
-# %% ../../nbs/03_model.ipynb #fa721bac
+# %% ../../nbs/03_model.ipynb #3404c099
 def generate(net, prompt_ids, max_new_tokens=32, top_k=20, temperature=0.8, eos_id=None, pad_id=0, seed=0):
     "Sample continuation ids for `prompt_ids` (list of ints); stops at `eos_id`."
+    if not len(prompt_ids):
+        raise ValueError("generate needs at least one prompt token: encode a prompt, or start from [tokenizer.bos_id]")
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1 (1 is greedy decoding), got {top_k}")
     seq_length = net.config.seq_length
     rng = np.random.default_rng(seed)
     ids = list(prompt_ids)[-seq_length:]

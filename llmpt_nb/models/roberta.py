@@ -15,7 +15,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
-from .llama import DTYPES, Embedding
+from .llama import DTYPES, Embedding, Linear
 
 # %% ../../nbs/03b_encoder.ipynb #ac0a110c
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
@@ -79,20 +79,14 @@ class EncoderConfig:
     def to_dict(self): return asdict(self)
 
 # %% ../../nbs/03b_encoder.ipynb #562e6c85
-class Dense(nn.Cell):
-    "y = x W^T + b, weight (out, in) like PyTorch, matmul in `compute_dtype`."
+class Dense(Linear):
+    "Chapter 03's `Linear` (weight (out, in), matmul in `compute_dtype`) plus a bias: y = x W^T + b."
     def __init__(self, in_features, out_features, std=0.02, param_dtype=ms.float32, compute_dtype=ms.float32):
-        super().__init__()
-        self.weight = Parameter(initializer(Normal(std), (out_features, in_features), param_dtype), name="weight")
+        super().__init__(in_features, out_features, std, param_dtype, compute_dtype)
         self.bias = Parameter(initializer("zeros", (out_features,), param_dtype), name="bias")
-        self.matmul = ops.MatMul(transpose_b=True)
-        self.compute_dtype, self.out_features = compute_dtype, out_features
 
     def construct(self, x):
-        shape = x.shape
-        y = self.matmul(x.reshape(-1, shape[-1]).astype(self.compute_dtype), self.weight.astype(self.compute_dtype))
-        y = y + self.bias.astype(self.compute_dtype)
-        return y.reshape(shape[:-1] + (self.out_features,))
+        return super().construct(x) + self.bias.astype(self.compute_dtype)
 
 
 class LayerNorm(nn.Cell):
