@@ -5,14 +5,15 @@
 # %% auto #0
 __all__ = ['build_parser', 'run_command', 'main']
 
-# %% ../nbs/10a_cli.ipynb #ad002928
+# %% ../nbs/10a_cli.ipynb #bc4da63e
 import argparse, json, sys
 from pathlib import Path
 from . import __version__
 from .pipeline import pretrain, resolve_config, prepare_output_dir, load_documents, prepare_tokenizer, prepare_data
 from .continued import add_cli_commands
+from .launch import add_cli_command as add_launch_command, run_cli as run_launch
 
-# %% ../nbs/10a_cli.ipynb #161029e8
+# %% ../nbs/10a_cli.ipynb #bff8ef26
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
     out, i = [], 0
@@ -44,6 +45,7 @@ def build_parser():
             p.add_argument("--resume", action="store_true",
                            help="continue the run in output_dir from its newest complete checkpoint")
     add_cli_commands(sub)  # convert-weights, continue-pretrain (chapters 07 and 11)
+    add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09)
     return parser
 
 
@@ -69,6 +71,8 @@ def run_command(args, overrides):
 def main(argv=None):
     "Entry point of the `llmpt` command."
     args, rest = build_parser().parse_known_args(argv)
+    if getattr(args, "launcher", False):  # `llmpt launch ... -- COMMAND`: msrun runs COMMAND on every worker
+        return run_launch(args)
     try:
         run_command(args, _split_overrides(rest))
     except (ValueError, FileNotFoundError, FileExistsError, KeyError, ImportError) as e:

@@ -6,22 +6,24 @@
 __all__ = ['free_port', 'worker_env', 'task_command', 'msrun_command', 'log_lines', 'tail', 'launch', 'add_cli_command',
            'run_cli', 'main']
 
-# %% ../nbs/09a_launch.ipynb #4d5a7c37
+# %% ../nbs/09a_launch.ipynb #404a35a3
 import argparse, os, re, shutil, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 import psutil
 
-# %% ../nbs/09a_launch.ipynb #d20c7a8e
+# %% ../nbs/09a_launch.ipynb #e552bc00
 def free_port(host="127.0.0.1"):
     "A TCP port nobody is listening on right now."
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
-# %% ../nbs/09a_launch.ipynb #fac63ef2
-def worker_env(env=None):
-    "Environment for msrun and its workers: this Python's folder first on PATH, unbuffered output."
+# %% ../nbs/09a_launch.ipynb #df46239a
+def worker_env(env=None, comm_timeout=None):
+    "Environment for msrun and its workers: this Python's folder first on PATH, unbuffered output, collective timeout."
     env = dict(os.environ if env is None else env)
+    if comm_timeout is not None and "MS_CPU_COMM_OP_TIMEOUT" not in env:
+        env["MS_CPU_COMM_OP_TIMEOUT"] = str(int(comm_timeout))
     bindir = str(Path(sys.executable).parent)
     if not (Path(bindir) / "python").exists():
         raise FileNotFoundError(f"msrun starts workers with `python`, but {bindir} (the folder of the running Python "
@@ -31,7 +33,7 @@ def worker_env(env=None):
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
-# %% ../nbs/09a_launch.ipynb #01564343
+# %% ../nbs/09a_launch.ipynb #05de47a4
 def _is_python_script(path):
     try:
         with open(path, "rb") as f:
@@ -63,7 +65,7 @@ def task_command(command, env=None):
                          "Python script, `python -m module`, or a console script such as `llmpt`")
     return ["python", path, *rest]
 
-# %% ../nbs/09a_launch.ipynb #01cf12f5
+# %% ../nbs/09a_launch.ipynb #e6656ae8
 _BOOT = ("import os, sys; d = os.environ.get('LLMPT_LAUNCH_DIR'); "
          "d and os.environ.get('MS_ROLE') == 'MS_WORKER' and "
          "open(os.path.join(d, 'pid_%d' % os.getpid()), 'w').write(os.environ.get('RANK_ID', '')); "
@@ -84,7 +86,7 @@ def msrun_command(task, workers, master_port, log_dir, master_addr="127.0.0.1", 
         cmd.append(f"--cluster_time_out={cluster_time_out}")
     return cmd + ["python", "-c", _BOOT] + list(task)
 
-# %% ../nbs/09a_launch.ipynb #16d203fc
+# %% ../nbs/09a_launch.ipynb #92d2d7ee
 _NOISE = re.compile(r"^\[(WARNING|INFO|DEBUG)\] [A-Z_]+\(\d+")
 
 def log_lines(text):
@@ -99,7 +101,7 @@ def tail(path, n=30):
         return ""
     return "\n".join(log_lines(text)[-n:])
 
-# %% ../nbs/09a_launch.ipynb #d4347e44
+# %% ../nbs/09a_launch.ipynb #c11b9ab6
 class _Follower:
     def __init__(self, log_dir, ranks, prefix, out):
         self.files = {r: Path(log_dir) / f"worker_{r}.log" for r in ranks}
@@ -117,7 +119,7 @@ class _Follower:
             for line in log_lines("\n".join(lines)):
                 print(f"[rank {r}] {line}" if self.prefix else line, file=self.out, flush=True)
 
-# %% ../nbs/09a_launch.ipynb #5b9b02ca
+# %% ../nbs/09a_launch.ipynb #108f3632
 def _descendants(proc, known):
     "Add every live process below `proc` to `known` (pid -> psutil.Process)."
     try:
@@ -150,7 +152,7 @@ def _kill(proc, known):
     except Exception:
         pass
 
-# %% ../nbs/09a_launch.ipynb #2a17b469
+# %% ../nbs/09a_launch.ipynb #5159665a
 _FAILED = re.compile(r"Worker process (\d+) exit with exception\. Error code: (-?\d+)")
 
 def _report_failures(log_dir, failed, ranks, workers, out, n):
@@ -171,12 +173,13 @@ def _report_failures(log_dir, failed, ranks, workers, out, n):
 
 
 def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, master_addr="127.0.0.1",
-           local_workers=None, node_rank=None, echo=0, grace=5.0, tail_lines=30, cluster_time_out=None, env=None):
+           local_workers=None, node_rank=None, echo=0, grace=5.0, comm_timeout=600, tail_lines=30,
+           cluster_time_out=None, env=None):
     """Run `command` (a list, e.g. ['llmpt', 'pretrain']) on `workers` processes with msrun and wait.
     `echo`: the rank whose output is shown live (a list of ranks, 'all', or None). Returns the exit code."""
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    env = worker_env(env)
+    env = worker_env(env, comm_timeout)
     task = task_command(command, env)
     if master_port is None:
         if local_workers not in (None, workers):
@@ -246,7 +249,7 @@ def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, mas
           file=err, flush=True)
     return code
 
-# %% ../nbs/09a_launch.ipynb #86d59598
+# %% ../nbs/09a_launch.ipynb #9b028d98
 def add_cli_command(subparsers):
     "Add `launch --workers N [--master-port P] [--log-dir D] ... -- <command...>` to an argparse subparsers object."
     p = subparsers.add_parser("launch", help="run a command on N worker processes with msrun and wait for them",
@@ -260,6 +263,8 @@ def add_cli_command(subparsers):
     p.add_argument("--local-workers", type=int, default=None, help="workers on this machine (multi-node; default: all)")
     p.add_argument("--node-rank", type=int, default=None, help="index of this machine (multi-node)")
     p.add_argument("--echo", default="0", help="rank whose output is shown live, 'all', or 'none' (default 0)")
+    p.add_argument("--comm-timeout", type=float, default=600,
+                   help="seconds a CPU collective waits for a late rank (MS_CPU_COMM_OP_TIMEOUT; default 600)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command each worker runs")
     return p
 
@@ -273,7 +278,7 @@ def run_cli(args):
     try:
         return launch(command, workers=args.workers, master_port=args.master_port, log_dir=args.log_dir,
                       timeout=args.timeout, master_addr=args.master_addr, local_workers=args.local_workers,
-                      node_rank=args.node_rank, echo=echo)
+                      node_rank=args.node_rank, echo=echo, comm_timeout=args.comm_timeout)
     except (ValueError, FileNotFoundError, TypeError) as e:
         print(f"llmpt launch: error: {e}", file=sys.stderr)
         return 2

@@ -7,9 +7,10 @@ __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcas
            'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroAdamW', 'ShardedAccumulateStep', 'ShardedApplyStep',
            'GatherShard', 'Zero3Linear', 'Zero3RMSNorm', 'Zero3Embedding', 'shard_model', 'full_shapes',
            'unshard_model', 'build_train_cells', 'rank_memory', 'comm_per_step', 'zero_memory_per_rank',
-           'parallel_plan', 'apply_parallel_plan', 'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_worker']
+           'parallel_plan', 'apply_parallel_plan', 'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage',
+           'run_worker', 'collect_results', 'load_weights', 'max_weight_diff', 'results_table']
 
-# %% ../nbs/09_parallel.ipynb #7618ec8e
+# %% ../nbs/09_parallel.ipynb #9f437c81
 import argparse, json, math, os, resource, sys, time
 from collections import namedtuple
 from pathlib import Path
@@ -19,7 +20,7 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
 from .trainer import AdamW, AccumulateStep, ApplyStep, set_context, peak_rss_mb
 
-# %% ../nbs/09_parallel.ipynb #0dc5f123
+# %% ../nbs/09_parallel.ipynb #43c1a685
 def under_msrun():
     "True in a process started by msrun (it sets MS_ROLE)."
     return bool(os.environ.get("MS_ROLE"))
@@ -33,7 +34,7 @@ def init_distributed():
         init()
     return get_rank(), get_group_size()
 
-# %% ../nbs/09_parallel.ipynb #f5f805d2
+# %% ../nbs/09_parallel.ipynb #034ea775
 class _Barrier(nn.Cell):
     def __init__(self):
         super().__init__()
@@ -65,7 +66,7 @@ def broadcast_parameters(params, world_size):
     if world_size > 1:
         _Broadcast(list(params))().asnumpy()
 
-# %% ../nbs/09_parallel.ipynb #8aa2d2e4
+# %% ../nbs/09_parallel.ipynb #f3fa842d
 from .data import read_mindrecord, mindrecord_files
 
 def check_shard_files(path, world_size):
@@ -87,7 +88,7 @@ def rank_dataset(path, rank, world_size, batch_size=None, shuffle=False, seed=No
     return read_mindrecord(path, batch_size=batch_size, num_shards=world_size, shard_id=rank, shuffle=shuffle,
                            seed=seed, **kw)
 
-# %% ../nbs/09_parallel.ipynb #254a4c57
+# %% ../nbs/09_parallel.ipynb #62a0ee86
 class GradAllReduce(nn.Cell):
     "grad_reducer for ApplyStep: the mean of each gradient over the ranks (AllReduce SUM / N)."
     def __init__(self, world_size):
@@ -100,7 +101,7 @@ class GradAllReduce(nn.Cell):
             return grads
         return tuple(self.allreduce(g) / self.world for g in grads)
 
-# %% ../nbs/09_parallel.ipynb #0e08e323
+# %% ../nbs/09_parallel.ipynb #d027cf27
 def shard_range(numel, rank, world_size):
     "(start, chunk): the slice of a flattened parameter of `numel` elements that `rank` owns."
     chunk = -(-numel // world_size)
@@ -108,11 +109,13 @@ def shard_range(numel, rank, world_size):
 
 def _flat_slice(x, numel, padded, start, chunk):
     x = x.reshape(-1)
+    if chunk == numel:  # one rank: the whole tensor (a full-range slice is a slow copy on CPU)
+        return x
     if padded > numel:
         x = ops.concat((x, ops.zeros(padded - numel, x.dtype)))
     return x[start:start + chunk]
 
-# %% ../nbs/09_parallel.ipynb #40ce1717
+# %% ../nbs/09_parallel.ipynb #455862a3
 class ZeroAdamW(nn.Cell):
     "AdamW whose state (and update) is split over ranks: construct(grads, lr) like trainer.AdamW."
     def __init__(self, params, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, stage=1, rank=0, world_size=1,
@@ -157,7 +160,9 @@ class ZeroAdamW(nn.Cell):
             if self.stage < 3:
                 if self.world > 1:
                     p = self.allgather(p)
-                p = p[:numel].reshape(self.shapes[i])
+                if padded > numel:
+                    p = p[:numel]
+                p = p.reshape(self.shapes[i])
             ops.assign(param, p.astype(param.dtype))
         return step
 
@@ -169,7 +174,7 @@ class ZeroAdamW(nn.Cell):
         "Bytes this rank's optimizer step passes to collectives: {'allgather': output bytes}."
         return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0}
 
-# %% ../nbs/09_parallel.ipynb #9dd55639
+# %% ../nbs/09_parallel.ipynb #3202601b
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -198,8 +203,8 @@ class ShardedAccumulateStep(nn.Cell):
             if self.padded[i] > self.numel[i]:
                 g = ops.concat((g, ops.zeros(self.padded[i] - self.numel[i], ms.float32)))
             if self.world > 1:
-                g = self.allreduce(g)
-            ops.assign_add(self.accum[i], g[self.start[i]:self.start[i] + self.chunk[i]])
+                g = self.allreduce(g)[self.start[i]:self.start[i] + self.chunk[i]]
+            ops.assign_add(self.accum[i], g)
         return loss / scale
 
     def comm_bytes(self):
@@ -234,7 +239,7 @@ class ShardedApplyStep(nn.Cell):
     def comm_bytes(self):
         return {"allreduce": 4 if self.world > 1 else 0}
 
-# %% ../nbs/09_parallel.ipynb #e1b074ac
+# %% ../nbs/09_parallel.ipynb #5ab4630b
 class GatherShard(nn.Cell):
     "Forward: AllGather this rank's flat slice into the full weight. Backward: AllReduce(SUM) and keep the slice."
     def __init__(self, shape, rank, world_size):
@@ -247,15 +252,17 @@ class GatherShard(nn.Cell):
 
     def construct(self, shard):
         full = self.allgather(shard) if self.world > 1 else shard
-        return full[:self.numel].reshape(self.shape)
+        if self.padded > self.numel:
+            full = full[:self.numel]
+        return full.reshape(self.shape)
 
     def bprop(self, shard, out, dout):
         g = dout.reshape(-1)
         if self.padded > self.numel:
             g = ops.concat((g, ops.zeros(self.padded - self.numel, g.dtype)))
         if self.world > 1:
-            g = self.allreduce(g)
-        return (g[self.start:self.start + self.chunk],)
+            g = self.allreduce(g)[self.start:self.start + self.chunk]
+        return (g,)
 
 
 class Zero3Linear(Linear):
@@ -278,7 +285,7 @@ class Zero3Embedding(Embedding):
     def construct(self, ids):
         return self.gather_op(self.gather(self.weight), ids, 0)
 
-# %% ../nbs/09_parallel.ipynb #12eae76b
+# %% ../nbs/09_parallel.ipynb #dd9d321b
 _ZERO3 = {Linear: Zero3Linear, RMSNorm: Zero3RMSNorm, Embedding: Zero3Embedding}
 
 def shard_model(net, rank, world_size):
@@ -316,12 +323,12 @@ def full_shapes(net):
 
 
 class _GatherAll(nn.Cell):
-    def __init__(self, cells):
-        super().__init__()
-        self.cells = nn.CellList(cells)
+    def __init__(self, gathers, weights):
+        super().__init__(auto_prefix=False)
+        self.gathers, self.weights = nn.CellList(gathers), ParameterTuple(weights)
 
     def construct(self):
-        return tuple(c.gather(c.weight) for c in self.cells)
+        return tuple(self.gathers[i](self.weights[i]) for i in range(len(self.weights)))
 
 
 def unshard_model(net):
@@ -329,10 +336,12 @@ def unshard_model(net):
     cells = [c for _, c in net.cells_and_names() if isinstance(getattr(c, "gather", None), GatherShard)]
     if not cells:
         return net
-    full = [t.asnumpy() for t in _GatherAll(cells)()] if cells[0].gather.world > 1 else \
-        [c.weight.asnumpy()[:c.gather.numel].reshape(c.gather.shape) for c in cells]
-    for c, w in zip(cells, full):
-        name = c.weight.name
+    names = [c.weight.name for c in cells]
+    if cells[0].gather.world > 1:
+        full = [t.asnumpy() for t in _GatherAll([c.gather for c in cells], [c.weight for c in cells])()]
+    else:
+        full = [c.weight.asnumpy()[:c.gather.numel].reshape(c.gather.shape) for c in cells]
+    for c, w, name in zip(cells, full, names):
         base = next(b for b, z in _ZERO3.items() if type(c) is z)
         del c.gather
         c.__class__ = base
@@ -341,7 +350,7 @@ def unshard_model(net):
         c.weight = Parameter(Tensor(w), name=name)
     return net
 
-# %% ../nbs/09_parallel.ipynb #80218a96
+# %% ../nbs/09_parallel.ipynb #cc4d3e54
 TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params")
 
 def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, beta1=0.9, beta2=0.95,
@@ -372,7 +381,7 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
         apply = ShardedApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size)
     return TrainCells(optimizer, accum, accumulate, apply, params)
 
-# %% ../nbs/09_parallel.ipynb #e2ce7328
+# %% ../nbs/09_parallel.ipynb #8c87a985
 def _bytes(ts): return int(sum(t.nbytes for t in ts))
 
 def _gather_numel(net):
@@ -386,15 +395,14 @@ def rank_memory(net, cells):
 def comm_per_step(net, cells, zero_stage, accum_steps, world_size):
     "Bytes this rank passes to AllReduce and AllGather in one optimizer step (accum_steps micro-batches)."
     if world_size == 1:
-        return dict(allreduce_bytes=0, allgather_bytes=0, ring_sent_bytes=0)
+        return dict(allreduce_bytes=0, allgather_bytes=0)
     grads = _bytes(cells.accum) * (world_size if zero_stage in (2, 3) else 1)  # a full gradient's bytes
     ar = {0: grads, 1: grads, 2: grads * accum_steps + 4, 3: grads * accum_steps + 4}[zero_stage]
-    ag = {0: 0, 1: cells.optimizer.comm_bytes()["allgather"], 2: cells.optimizer.comm_bytes()["allgather"],
-          3: _gather_numel(net) * accum_steps}[zero_stage]
-    f = (world_size - 1) / world_size
-    return dict(allreduce_bytes=ar, allgather_bytes=ag, ring_sent_bytes=int(2 * f * ar + f * ag))
+    ag = 0 if zero_stage == 0 else _gather_numel(net) * accum_steps if zero_stage == 3 else \
+        cells.optimizer.comm_bytes()["allgather"]
+    return dict(allreduce_bytes=ar, allgather_bytes=ag)
 
-# %% ../nbs/09_parallel.ipynb #3e2964a7
+# %% ../nbs/09_parallel.ipynb #11444120
 def zero_memory_per_rank(n_params, world_size, zero_stage, param_bytes=4, grad_bytes=4, optimizer_bytes=8):
     "Bytes of parameters, gradients and optimizer state per rank for ZeRO stage 0-3 (activations not included)."
     n = world_size
@@ -404,7 +412,7 @@ def zero_memory_per_rank(n_params, world_size, zero_stage, param_bytes=4, grad_b
     out["total_bytes"] = sum(out.values())
     return out
 
-# %% ../nbs/09_parallel.ipynb #fbebeb9a
+# %% ../nbs/09_parallel.ipynb #c14e6cee
 def parallel_plan(cfg, world_size):
     "Which data-parallel / ZeRO implementation this config and world size use; a dict."
     par = cfg.get("parallel", {}) or {}
@@ -437,7 +445,7 @@ def parallel_plan(cfg, world_size):
                    parallel_optimizer_config={"optimizer_level": f"level{stage}", "optimizer_weight_shard_size": shard})
     return dict(world_size=world_size, zero_stage=stage, backend="mindspore", device_target=device, mindspore_context=ctx)
 
-# %% ../nbs/09_parallel.ipynb #c25ea6be
+# %% ../nbs/09_parallel.ipynb #3dbd8af0
 def apply_parallel_plan(plan):
     "Set MindSpore's auto-parallel context for plans that use the framework's own optimizer parallel."
     if plan["backend"] == "mindspore":
@@ -452,7 +460,7 @@ def train_cells_from_config(net, loss_net, cfg, rank, world_size):
                              rank, world_size, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
                              wrap.max_grad_norm, wrap.use_clip_grad)
 
-# %% ../nbs/09_parallel.ipynb #3567359f
+# %% ../nbs/09_parallel.ipynb #d70ba27f
 def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0):
     "A small LLaMA for parallel experiments, initialised from `seed`."
     ms.set_seed(seed)
@@ -471,10 +479,10 @@ def train_steps(net, cells, batches, lrs, scale=1.0):
         losses.append(loss)
     return losses, times
 
-# %% ../nbs/09_parallel.ipynb #0ee48ae2
+# %% ../nbs/09_parallel.ipynb #3a9d6d93
 def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m llmpt_nb.parallel", description="data parallel / ZeRO experiment worker")
-    p.add_argument("--stage", type=int, default=0)
+    p.add_argument("--stage", default="0", help="ZeRO stage(s), e.g. 0 or 0,1,2,3 (0: data parallel)")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--micro-batches", type=int, default=4, help="per optimizer step, over all ranks")
@@ -501,37 +509,90 @@ def _full_weights(net, world_size):
     return {p.name: p.asnumpy() for p in params}
 
 
+def _io_bytes():
+    "Bytes this process has written and read through system calls (sockets included), from /proc/self/io."
+    try:
+        io = dict(l.split(": ") for l in Path("/proc/self/io").read_text().splitlines())
+        return int(io["wchar"]), int(io["rchar"])
+    except (OSError, KeyError, ValueError):
+        return 0, 0
+
+
+def run_stage(stage, args, rank, world):
+    "Train a fresh tiny LLaMA at ZeRO `stage` (0 = data parallel) on this rank; returns (record, final weights)."
+    accum = args.micro_batches // world
+    net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed)
+    broadcast_parameters(net.trainable_params(), world)
+    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, weight_decay=args.weight_decay)
+    data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
+    mine = data[:, rank * accum:(rank + 1) * accum].astype(np.int32)
+    batches = [[(m, m) for m in step] for step in mine]
+    losses, times, io = [], [], []
+    for step in range(args.steps):
+        if args.die_at_step is not None and step == args.die_at_step and rank == args.die_rank:
+            print(f"rank {rank}: killing myself at step {step}", flush=True)
+            os.kill(os.getpid(), 9)
+        io.append(_io_bytes())
+        l, t = train_steps(net, cells, batches[step:step + 1], [args.lr])
+        losses += l; times += t
+        print(f"stage {stage} rank {rank} step {step + 1} loss {l[0]:.4f} {t[0] * 1e3:.0f} ms", flush=True)
+    io.append(_io_bytes())
+    later = [b[0] - a[0] for a, b in zip(io[1:], io[2:])]  # steps after the first (which compiles)
+    rec = dict(rank=rank, world_size=world, stage=stage, accum_steps=accum, losses=losses,
+               step_ms=[t * 1e3 for t in times], step_ms_median=float(np.median(times[1:] or times) * 1e3),
+               n_params=sum(int(np.prod(s)) for s in full_shapes(net)), **rank_memory(net, cells),
+               **comm_per_step(net, cells, stage, accum, world), io_write_bytes_per_step=float(np.median(later or [0])),
+               peak_rss_mb=peak_rss_mb())
+    return rec, _full_weights(net, world)
+
+
 def run_worker(argv=None):
-    "Train the tiny LLaMA with data parallel / ZeRO on this rank and write rank<r>.json and rank<r>.npz."
+    "Worker entry: for each --stage, train on this rank and write <out>/stage<s>/rank<r>.json and .npz."
     args = _parse(argv)
     rank, world = init_distributed()
     ms.set_context(mode=ms.GRAPH_MODE)
     if args.micro_batches % world:
         raise ValueError(f"--micro-batches {args.micro_batches} does not divide over {world} ranks")
-    accum = args.micro_batches // world
-    net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed)
-    broadcast_parameters(net.trainable_params(), world)
-    cells = build_train_cells(net, CausalLMLoss(net), accum, args.stage, rank, world, weight_decay=args.weight_decay)
-    data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
-    mine = data[:, rank * accum:(rank + 1) * accum].astype(np.int32)
-    batches = [[(m, m) for m in step] for step in mine]
-    losses, times = [], []
-    for step in range(args.steps):
-        if args.die_at_step is not None and step == args.die_at_step and rank == args.die_rank:
-            print(f"rank {rank}: killing myself at step {step}", flush=True)
-            os.kill(os.getpid(), 9)
-        l, t = train_steps(net, cells, batches[step:step + 1], [args.lr])
-        losses += l; times += t
-        print(f"rank {rank} step {step + 1} loss {l[0]:.4f} {t[0] * 1e3:.0f} ms", flush=True)
-    rec = dict(rank=rank, world_size=world, stage=args.stage, accum_steps=accum, losses=losses,
-               step_ms=[t * 1e3 for t in times], step_ms_median=float(np.median(times[1:] or times) * 1e3),
-               n_params=sum(int(np.prod(s)) for s in full_shapes(net)), **rank_memory(net, cells),
-               **comm_per_step(net, cells, args.stage, accum, world), peak_rss_mb=peak_rss_mb())
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / f"rank{rank}.npz", **_full_weights(net, world))
-    (out / f"rank{rank}.json").write_text(json.dumps(rec))
-    return rec
+    recs = []
+    for stage in [int(x) for x in str(args.stage).split(",")]:
+        rec, weights = run_stage(stage, args, rank, world)
+        out = Path(args.out) / f"stage{stage}"
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez(out / f"rank{rank}.npz", **weights)
+        (out / f"rank{rank}.json").write_text(json.dumps(rec))
+        recs.append(rec)
+    return recs
 
 
 if __name__ == "__main__" and "__file__" in globals():  # `python -m llmpt_nb.parallel`, not a notebook
-    run_worker()
+    # MindSpore compiles a Cell from the source of the module that defines it; classes of a module run as
+    # __main__ have no importable source, so run the worker from the imported module.
+    from llmpt_nb.parallel import run_worker as _run
+    _run()
+
+# %% ../nbs/09_parallel.ipynb #e4c504d0
+def collect_results(folder):
+    "Every rank<r>.json under folder/stage<s>/, sorted by (stage, rank)."
+    recs = [json.loads(f.read_text()) for f in Path(folder).glob("stage*/rank*.json")]
+    return sorted(recs, key=lambda r: (r["stage"], r["rank"]))
+
+def load_weights(folder, stage, rank):
+    "Final weights a worker saved: {parameter name: array}."
+    with np.load(Path(folder) / f"stage{stage}" / f"rank{rank}.npz") as f:
+        return {k: f[k] for k in f.files}
+
+def max_weight_diff(a, b):
+    "Largest absolute difference between two sets of weights with the same names."
+    if a.keys() != b.keys():
+        raise ValueError(f"different parameter names: {sorted(set(a) ^ set(b))[:5]}")
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+def results_table(recs):
+    "A markdown table: one row per (stage, rank)."
+    mb = lambda b: f"{b / 2**20:.2f}"
+    head = ("| stage | rank | params MiB | grads MiB | optimizer MiB | peak RSS MiB | step ms | AllReduce MiB/step "
+            "| AllGather MiB/step | written MiB/step |\n|---|---|---|---|---|---|---|---|---|---|")
+    rows = [f"| {'DP' if r['stage'] == 0 else 'ZeRO-%d' % r['stage']} | {r['rank']} | {mb(r['param_bytes'])} | "
+            f"{mb(r['grad_bytes'])} | {mb(r['optimizer_bytes'])} | {r['peak_rss_mb']:.0f} | {r['step_ms_median']:.0f} | "
+            f"{mb(r['allreduce_bytes'])} | {mb(r['allgather_bytes'])} | {mb(r['io_write_bytes_per_step'])} |" for r in recs]
+    return "\n".join([head, *rows])
