@@ -18,7 +18,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
-from .trainer import AdamW, AccumulateStep, ApplyStep, set_context, peak_rss_mb
+from .trainer import AdamW, AccumulateStep, ApplyStep, set_context, peak_rss_mb, _ScaledLoss
 
 # %% ../nbs/09_parallel.ipynb #43c1a685
 def under_msrun():
@@ -175,15 +175,6 @@ class ZeroAdamW(nn.Cell):
         return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0}
 
 # %% ../nbs/09_parallel.ipynb #3202601b
-class _ScaledLoss(nn.Cell):
-    def __init__(self, loss_net):
-        super().__init__(auto_prefix=False)
-        self.loss_net = loss_net
-
-    def construct(self, input_ids, labels, scale):
-        return self.loss_net(input_ids, labels) * scale
-
-
 class ShardedAccumulateStep(nn.Cell):
     "ZeRO-2 micro-batch: forward + backward, sum each gradient over ranks, add this rank's slice into `accum`."
     def __init__(self, loss_net, params, accum, rank=0, world_size=1):

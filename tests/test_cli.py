@@ -116,3 +116,11 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage):
     s = json.loads((out / "summary.json").read_text())
     assert s["steps"] == 3 and s["last_loss"] < s["first_loss"]
     assert {p.name for p in (tmp_path / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}
+    if stage == 0:  # resume under the launcher: both ranks load rank 0's checkpoint and stay identical
+        r = llmpt("launch", "--workers", "2", "--", "llmpt", "pretrain", "--resume", f"--output_dir={out}",
+                  "--runner_config.max_steps=5", env=env, timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "resumed from step 3" in r.stdout
+        assert (out / "logs" / "worker_1.log").exists()                  # default log folder: <output_dir>/logs
+        digests = [(out / f"weights_rank{k}.sha256").read_text() for k in (0, 1)]
+        assert digests[0] == digests[1] and json.loads((out / "summary.json").read_text())["steps"] == 5
