@@ -26,7 +26,9 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
     assert {"lr", "grad_norm", "tokens_per_s", "mfu", "peak_rss_mb", "loss_scale"} <= set(steps[0])
     import mindspore as ms
     ckpt = ms.load_checkpoint(s["checkpoint"])
-    assert int(ckpt["step"].asnumpy()) == 2 and "model.norm.weight" in ckpt and "adam_m.model.norm.weight" in ckpt
+    assert int(ckpt["global_step"].asnumpy()) == 2 and "model.norm.weight" in ckpt and "adam_m.model.norm.weight" in ckpt
+    meta = json.loads(Path(s["checkpoint"]).with_suffix(".json").read_text())
+    assert meta["step"] == 2 and meta["micro_step"] == 4 and meta["global_batch"] == 16
 
 
 def check_error(r, *needles):
