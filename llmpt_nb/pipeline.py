@@ -6,7 +6,7 @@
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'prepare_output_dir', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'build_model', 'resume_config', 'existing_data', 'weights_digest', 'pretrain']
 
-# %% ../nbs/10_pretrain.ipynb #7f08487d
+# %% ../nbs/10_pretrain.ipynb #f4f860e4
 import hashlib, json, math, os, shutil, time
 from pathlib import Path
 import numpy as np
@@ -19,11 +19,11 @@ from .checkpoint import latest_checkpoint
 from .amp import apply_amp_level
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 
-# %% ../nbs/10_pretrain.ipynb #41995ec1
+# %% ../nbs/10_pretrain.ipynb #e5726026
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
 register("config", "LlamaConfig")(LlamaConfig)
 
-# %% ../nbs/10_pretrain.ipynb #c4ea830b
+# %% ../nbs/10_pretrain.ipynb #6311a82d
 SMOKE_OVERRIDES = {
     "train_dataset.max_documents": 400,
     "processor.tokenizer.vocab_size": 2000,
@@ -44,7 +44,7 @@ def resolve_config(config=None, overrides=(), smoke=False):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
 
-# %% ../nbs/10_pretrain.ipynb #c9dd70f0
+# %% ../nbs/10_pretrain.ipynb #cb3f09bb
 def prepare_output_dir(cfg, overwrite=False):
     "Create the output folder (refusing one that holds a previous run) and write the resolved config."
     out = Path(cfg.output_dir)
@@ -98,7 +98,7 @@ def prepare_data(cfg, tok, train_docs, val_docs, out, world_size=1):
         counts[name] = len(rows["input_ids"])
     return folder, counts
 
-# %% ../nbs/10_pretrain.ipynb #6818138b
+# %% ../nbs/10_pretrain.ipynb #b7b7f4c4
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
     mc = apply_amp_level(cfg.model.model_config, cfg.amp_level, cfg.context.device_target, cfg.amp_dtype)

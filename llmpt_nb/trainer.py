@@ -6,7 +6,7 @@
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
            'peak_rss_mb', 'plot_losses', 'LivePlot', 'Trainer']
 
-# %% ../nbs/05_train.ipynb #860963c7
+# %% ../nbs/05_train.ipynb #497037e1
 import json, math, os, resource, sys, time
 from pathlib import Path
 import numpy as np
@@ -17,7 +17,7 @@ from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_par
 from .config import config_hash
 from .checkpoint import save_training_state, latest_checkpoint, load_checked
 
-# %% ../nbs/05_train.ipynb #4b9af1f1
+# %% ../nbs/05_train.ipynb #383482cd
 def set_context(context, seed=None):
     "Apply the config's `context` section (mode, device_target, graph kernel) and seed MindSpore and NumPy."
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
@@ -31,7 +31,7 @@ def set_context(context, seed=None):
         ms.set_seed(seed)
         np.random.seed(seed)
 
-# %% ../nbs/05_train.ipynb #06ea9f45
+# %% ../nbs/05_train.ipynb #b2d35786
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -39,7 +39,7 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
-# %% ../nbs/05_train.ipynb #dc5bca8f
+# %% ../nbs/05_train.ipynb #ae91b956
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
 @_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
@@ -79,7 +79,7 @@ class AdamW(nn.Cell):
         "Bytes held by the optimizer state (both moments)."
         return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
 
-# %% ../nbs/05_train.ipynb #10bdf8ba
+# %% ../nbs/05_train.ipynb #497c27be
 class _ScaledLoss(nn.Cell):
     def __init__(self, loss_net):
         super().__init__(auto_prefix=False)
@@ -130,7 +130,7 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #357e8281
+# %% ../nbs/05_train.ipynb #76b55c8f
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
     "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
@@ -152,7 +152,7 @@ def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #b77f82bc
+# %% ../nbs/05_train.ipynb #6e657ee7
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
@@ -184,7 +184,7 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #223ccf22
+# %% ../nbs/05_train.ipynb #664bafc8
 def _rng_state():
     "NumPy's global RNG state as JSON-able values (restored on resume)."
     _, keys, pos, *_ = np.random.get_state()
