@@ -49,8 +49,10 @@ def save_training_state(folder, step, params, meta, keep=3):
     folder = Path(folder)
     ckpt = save_checkpoint(folder / f"step_{step}.ckpt", params)
     atomic_write_text(ckpt.with_suffix(".json"), json.dumps({"step": step, **meta}, indent=1))
-    for _, old_ckpt, old_meta in list_checkpoints(folder)[:-keep] if keep else []:
+    for old_step, old_ckpt, old_meta in list_checkpoints(folder)[:-keep] if keep else []:
         old_meta.unlink(); old_ckpt.unlink()
+        for shard in folder.glob(f"step_{old_step}.rank*.ckpt"):  # per-rank optimizer shards (ZeRO, chapter 09)
+            shard.unlink()
     return ckpt
 
 

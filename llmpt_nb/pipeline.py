@@ -174,13 +174,10 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
         if plan["zero_stage"] == 3:
             raise ValueError("ZeRO stage 3 runs in chapter 09's experiments but not yet in `llmpt pretrain` (its "
                              "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
-        if plan["zero_stage"] and saved is not None:
-            raise ValueError("resuming under ZeRO stage >= 1 is not supported yet (each rank holds its own optimizer "
-                             "shard): resume with parallel.parallel_optimizer_config.zero_stage=0")
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
     trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose and rank == 0, rank=rank,
-                      world_size=world, cells=cells, callbacks=[LivePlot()] if live else [],
+                      world_size=world, cells=cells, barrier=lambda: barrier(world), callbacks=[LivePlot()] if live else [],
                       peak_flops=cfg.context.get("peak_flops"))
     history = trainer.fit(resume=saved is not None)
     if world > 1:  # a fingerprint of each rank's weights: data parallel must keep them identical

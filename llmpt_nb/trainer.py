@@ -15,7 +15,7 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from tqdm.auto import tqdm
 from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
 from .config import config_hash
-from .checkpoint import save_training_state, latest_checkpoint, load_checked
+from .checkpoint import save_checkpoint, save_training_state, latest_checkpoint, load_checked
 
 # %% ../nbs/05_train.ipynb #383482cd
 def set_context(context, seed=None):
@@ -196,11 +196,12 @@ class Trainer:
     evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
     (so each epoch's shuffle is reproducible from the seed, which exact resume needs)."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
-                 verbose=True, rank=0, world_size=1, cells=None):
+                 verbose=True, rank=0, world_size=1, cells=None, barrier=None):
         rc, opt, wrap = cfg.runner_config, cfg.optimizer, cfg.runner_wrapper
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
         self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
+        self.barrier = barrier or (lambda: None)  # waits for every rank (chapter 09) before a checkpoint is complete
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.accum_steps = rc.gradient_accumulation_steps
@@ -266,20 +267,32 @@ class Trainer:
         return float(np.mean(losses)) if losses else None
 
     # --- checkpoints (chapter 06) -------------------------------------------------------------------------
+    @property
+    def sharded_state(self):
+        "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
+        return self.world_size > 1 and getattr(self.optimizer, "stage", 0) >= 1
+
+    def moments(self):
+        return list(self.optimizer.exp_avg) + list(self.optimizer.exp_avg_sq)
+
     def state_params(self):
-        "Everything a resumed run needs from the graph: weights, both moments, the optimizer's step."
-        opt = self.optimizer
-        return list(self.net.get_parameters()) + list(opt.exp_avg) + list(opt.exp_avg_sq) + [opt.global_step]
+        "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
+        own = [] if self.sharded_state else self.moments()
+        return list(self.net.get_parameters()) + own + [self.optimizer.global_step]
 
     def save(self):
+        "Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait."
+        folder = self.output_dir / "checkpoint"
+        if self.sharded_state:
+            save_checkpoint(folder / f"step_{self.step}.rank{self.rank}.ckpt", self.moments())
+            self.barrier()
         if not self.is_main:
             return None
         meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
                     batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
-                    global_batch=self.global_batch, world_size=self.world_size, config_hash=config_hash(self.cfg),
-                    seed=self.cfg.seed, numpy_rng=_rng_state())
-        return save_training_state(self.output_dir / "checkpoint", self.step, self.state_params(), meta,
-                                   keep=self.cfg.callbacks.keep_checkpoint_max)
+                    global_batch=self.global_batch, world_size=self.world_size, sharded_optimizer=self.sharded_state,
+                    config_hash=config_hash(self.cfg), seed=self.cfg.seed, numpy_rng=_rng_state())
+        return save_training_state(folder, self.step, self.state_params(), meta, keep=self.cfg.callbacks.keep_checkpoint_max)
 
     def resume(self):
         "Continue from the newest complete checkpoint in output_dir/checkpoint; returns its step (0 if none)."
@@ -293,14 +306,22 @@ class Trainer:
                 f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
                 "data position and the schedule would no longer line up. Resume with the same batch settings, or "
                 "start a new run from these weights in another output_dir.")
+        if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
+            raise ValueError(
+                f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
+                f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
+                f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
         load_checked(self.state_params(), ckpt)
+        if self.sharded_state:
+            load_checked(self.moments(), ckpt.with_name(f"step_{meta['step']}.rank{self.rank}.ckpt"))
         self.state.update({k: meta[k] for k in self.state})
         np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
         metrics = self.output_dir / "metrics.jsonl"
         if metrics.exists():  # drop what was logged after the checkpoint: those steps are trained again
             kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
             kept = [r for r in kept if r["step"] <= self.step]
-            metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            if self.is_main:
+                metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self.history = [r for r in kept if "loss" in r]
             self.eval_history = [r for r in kept if "eval_loss" in r]
         return self.step

@@ -105,6 +105,41 @@ def test_default_pretrain(tmp_path, env):
 
 
 @pytest.mark.parametrize("stage", [0, 2])
+def test_launch_two_workers_pretrain_and_resume(tmp_path, env, stage):
+    """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data, both ranks end with identical weights,
+    and a run stopped at step 3 and resumed to step 5 under the launcher ends bit-identical to a straight 5-step run."""
+    def run(out, *extra):
+        return llmpt("launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", f"--output_dir={out}",
+                     "--lr_schedule.total_steps=5", "--callbacks.save_checkpoint_steps=1",
+                     f"--parallel.parallel_optimizer_config.zero_stage={stage}", *extra, env=env, timeout=900)
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    for out, extra in ((straight, ["--runner_config.max_steps=5"]), (broken, ["--runner_config.max_steps=3"])):
+        r = run(out, *extra)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
+    assert digest(straight, 0) == digest(straight, 1)
+    assert len(list((straight / "data").glob("train.mindrecord*"))) == 4     # 2 shards + their .db index files
+    assert {p.name for p in (straight / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}  # <output_dir>/logs
+    if stage:
+        assert (broken / "checkpoint" / "step_3.rank1.ckpt").exists()        # each rank saved its optimizer slice
+    r = run(broken, "--resume", "--runner_config.max_steps=5")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "resumed from step 3" in r.stdout
+    assert digest(broken, 0) == digest(broken, 1) == digest(straight, 0)
+    s = json.loads((broken / "summary.json").read_text())
+    assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
+
+
+@pytest.mark.slow
+def test_default_pretrain(tmp_path, env):
+    "README command 1 (the packaged default, minutes): the loss falls clearly."
+    r = llmpt("pretrain", f"--output_dir={tmp_path / 'run'}", env=env, timeout=3600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["last_loss"] < s["first_loss"] - 3 and s["roundtrip_exact"] == 1.0
+
+
+@pytest.mark.parametrize("stage", [0, 2])
 def test_launch_two_workers_pretrain(tmp_path, env, stage):
     "`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data, both ranks end with identical weights."
     out = tmp_path / "run"
