@@ -101,7 +101,8 @@ def test_default_pretrain(tmp_path, env):
     r = llmpt("pretrain", f"--output_dir={tmp_path / 'run'}", env=env, timeout=3600)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert s["last_loss"] < s["first_loss"] - 3 and s["roundtrip_exact"] == 1.0
+    # measured: 9.06 -> 7.21, held-out 7.17 (README); a broken optimizer or data pipeline stays near ln(8000) = 9.0
+    assert s["last_loss"] < s["first_loss"] - 1.5 and s["eval_loss"] < 7.5 and s["roundtrip_exact"] == 1.0
 
 
 @pytest.mark.parametrize("stage", [0, 2])
@@ -130,34 +131,3 @@ def test_launch_two_workers_pretrain_and_resume(tmp_path, env, stage):
     assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
 
 
-@pytest.mark.slow
-def test_default_pretrain(tmp_path, env):
-    "README command 1 (the packaged default, minutes): the loss falls clearly."
-    r = llmpt("pretrain", f"--output_dir={tmp_path / 'run'}", env=env, timeout=3600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    s = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert s["last_loss"] < s["first_loss"] - 3 and s["roundtrip_exact"] == 1.0
-
-
-@pytest.mark.parametrize("stage", [0, 2])
-def test_launch_two_workers_pretrain(tmp_path, env, stage):
-    "`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data, both ranks end with identical weights."
-    out = tmp_path / "run"
-    r = llmpt("launch", "--workers", "2", "--log-dir", tmp_path / "logs", "--", "llmpt", "pretrain", "--smoke",
-              f"--output_dir={out}", "--runner_config.max_steps=3", f"--parallel.parallel_optimizer_config.zero_stage={stage}",
-              env=env, timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    digests = [(out / f"weights_rank{k}.sha256").read_text() for k in (0, 1)]
-    assert digests[0] == digests[1]
-    assert len(list((out / "data").glob("train.mindrecord*"))) == 4        # 2 shards + their .db index files
-    s = json.loads((out / "summary.json").read_text())
-    assert s["steps"] == 3 and s["last_loss"] < s["first_loss"]
-    assert {p.name for p in (tmp_path / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}
-    if stage == 0:  # resume under the launcher: both ranks load rank 0's checkpoint and stay identical
-        r = llmpt("launch", "--workers", "2", "--", "llmpt", "pretrain", "--resume", f"--output_dir={out}",
-                  "--runner_config.max_steps=5", env=env, timeout=900)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        assert "resumed from step 3" in r.stdout
-        assert (out / "logs" / "worker_1.log").exists()                  # default log folder: <output_dir>/logs
-        digests = [(out / f"weights_rank{k}.sha256").read_text() for k in (0, 1)]
-        assert digests[0] == digests[1] and json.loads((out / "summary.json").read_text())["steps"] == 5
