@@ -4,7 +4,7 @@ loss per step and tokens/s in one process.
 
     python benchmarks/train_vs_torch.py [--steps 30] [--batch 8] [--seq 256] [--accum 1] [--threads 2]
 """
-import argparse, os, platform, time
+import argparse, os, platform, tempfile, time
 import numpy as np
 
 
@@ -14,7 +14,6 @@ def batches(vocab, batch, seq, steps, accum, seed=0):
     try:
         from llmpt_nb.data import load_corpus, clean_documents, pack_documents
         from llmpt_nb.tokenizer import train_tokenizer
-        import tempfile
         docs = clean_documents(load_corpus("default", max_documents=6000))
         tok = train_tokenizer(docs, tempfile.mkdtemp() + "/tok", vocab_size=vocab, character_coverage=0.98)
         rows = pack_documents(tok.encode(docs), seq, tok.eos_id, tok.pad_id)["input_ids"]
@@ -42,7 +41,7 @@ def main():
     torch.set_num_threads(a.threads)
     cfg = load_config(overrides=[f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}",
                                  f"model.model_config.seq_length={a.seq}", f"runner_config.max_steps={a.steps}",
-                                 f"lr_schedule.learning_rate={a.lr}", "output_dir=/tmp/llmpt_bench", "callbacks.save_checkpoint_steps=100000"])
+                                 f"lr_schedule.learning_rate={a.lr}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000"])
     mc, rc = cfg.model.model_config, cfg.runner_config
     data = batches(mc.vocab_size, a.batch, a.seq, a.steps, a.accum)
     set_context(cfg.context, cfg.seed)
