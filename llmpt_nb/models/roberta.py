@@ -15,13 +15,13 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
-from .llama import DTYPES, Embedding, Linear
+from .llama import DTYPES, Embedding, Linear, ModelConfig
 
 # %% ../../nbs/03b_encoder.ipynb #ac0a110c
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 
 @dataclass
-class EncoderConfig:
+class EncoderConfig(ModelConfig):
     "Hyperparameters of a BERT / RoBERTa encoder with an MLM head."
     model_type: str = "roberta"            # 'roberta' or 'bert'
     vocab_size: int = 8000
@@ -58,25 +58,14 @@ class EncoderConfig:
             raise ValueError(f"seq_length {self.seq_length} needs max_position_embeddings >= {need} for {self.model_type}, "
                              f"got {self.max_position_embeddings}: lower seq_length to "
                              f"{self.max_position_embeddings - self.position_offset}")
-        for name in ("compute_dtype", "layernorm_compute_type", "softmax_compute_type", "param_init_type"):
-            if getattr(self, name) not in DTYPES:
-                raise ValueError(f"{name} must be one of {sorted(DTYPES)}, got {getattr(self, name)!r}")
+        self.check_dtypes()
 
     @property
     def position_offset(self):
         "RoBERTa's first real position id is pad_token_id + 1; BERT's is 0."
         return self.pad_token_id + 1 if self.model_type == "roberta" else 0
 
-    @property
-    def head_dim(self): return self.hidden_size // self.num_heads
 
-    @classmethod
-    def from_dict(cls, d):
-        "Build from a config section, ignoring keys that are not hyperparameters (such as `type`)."
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in dict(d).items() if k in names})
-
-    def to_dict(self): return asdict(self)
 
 # %% ../../nbs/03b_encoder.ipynb #562e6c85
 class Dense(Linear):
