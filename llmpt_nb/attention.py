@@ -11,6 +11,7 @@ import math
 import numpy as np
 import mindspore as ms
 from mindspore import ops, Tensor
+from .figures import use_cjk_font
 
 # %% ../nbs/00_attention.ipynb #f0c1edac
 def softmax_np(x, axis=-1):
@@ -73,6 +74,7 @@ def repeat_kv(x, n_rep):
 def plot_attention(weights, tokens=None, ax=None, title="attention weights"):
     "Heatmap of a (query, key) weight matrix; returns the matplotlib Axes."
     import matplotlib.pyplot as plt
+    use_cjk_font()
     weights = np.asarray(weights)
     if ax is None:
         _, ax = plt.subplots(figsize=(4, 3.5))

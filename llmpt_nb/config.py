@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['DEFAULT_CONFIG', 'Field', 'NULL_TYPES', 'RULES', 'CHOICES', 'KINDS', 'REGISTRY', 'list_configs', 'packaged_config',
            'Config', 'read_yaml', 'config_schema', 'validate_config', 'parse_overrides', 'apply_overrides',
-           'load_config', 'config_hash', 'NotRegisteredError', 'Registry', 'register']
+           'load_config', 'config_hash', 'config_changes', 'NotRegisteredError', 'Registry', 'register']
 
 # %% ../nbs/04_config.ipynb #c37ea7cc
 import copy
@@ -429,6 +429,16 @@ def config_hash(cfg: dict, length: int = 12) -> str:
     "Short SHA-256 of `cfg` as canonical YAML (sorted keys): equal settings give equal hashes."
     text = yaml.safe_dump(_plain(cfg), sort_keys=True, allow_unicode=True, default_flow_style=False)
     return hashlib.sha256(text.encode('utf-8')).hexdigest()[:length]
+
+# %% ../nbs/04_config.ipynb #5eff464d
+def config_changes(old: dict, new: dict, prefix: str = '') -> dict:
+    "`{dotted key: (old value, new value)}` for every setting that differs between two nested configs (None: absent)."
+    changes = {}
+    for k in sorted(set(old) | set(new), key=str):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict): changes.update(config_changes(a, b, f'{prefix}{k}.'))
+        elif a != b: changes[f'{prefix}{k}'] = (a, b)
+    return changes
 
 # %% ../nbs/04_config.ipynb #95aeae4f
 KINDS = ('model', 'config', 'tokenizer', 'dataset', 'processor', 'optimizer', 'lr_schedule', 'loss',

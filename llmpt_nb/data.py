@@ -304,13 +304,17 @@ def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f'.{path.name}.', dir=path.parent))
     try:
-        writer = FileWriter(str(work / path.name), shard_num=shard_num, overwrite=False)
-        page, header = _sizes(n * length * 4 * len(cols) // shard_num, length * 4 * len(cols), page_size, shard_num)
-        writer.set_page_size(page); writer.set_header_size(header)
-        writer.add_schema({k: {'type': 'int32', 'shape': [int(length)]} for k in cols}, 'llmpt_nb packed tokens')
-        for s in range(0, n, WRITE_BATCH_ROWS):
-            writer.write_raw_data([{k: c[i] for k, c in cols.items()} for i in range(s, min(n, s + WRITE_BATCH_ROWS))])
-        writer.commit()
+        try:
+            writer = FileWriter(str(work / path.name), shard_num=shard_num, overwrite=False)
+            page, header = _sizes(n * length * 4 * len(cols) // shard_num, length * 4 * len(cols), page_size, shard_num)
+            writer.set_page_size(page); writer.set_header_size(header)
+            writer.add_schema({k: {'type': 'int32', 'shape': [int(length)]} for k in cols}, 'llmpt_nb packed tokens')
+            for s in range(0, n, WRITE_BATCH_ROWS):
+                writer.write_raw_data([{k: c[i] for k, c in cols.items()} for i in range(s, min(n, s + WRITE_BATCH_ROWS))])
+            writer.commit()
+        except RuntimeError as e:  # MindRecord's C++ writer: a full disk, a file-size limit
+            raise OSError(f"could not write the MindRecord set {path}: {str(e).strip().splitlines()[0]}. Free disk space "
+                          "or choose another output_dir; nothing was replaced") from None
         new = sorted(os.listdir(work))
         written = ds.MindDataset([str(work / f) for f in new if not f.endswith('.db')]).get_dataset_size()
         if written != n: raise RuntimeError(f"MindRecord wrote {written} of {n} rows to {path.name}; nothing was replaced")

@@ -11,7 +11,7 @@ __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcas
            'run_worker', 'collect_results', 'load_weights', 'max_weight_diff', 'results_table']
 
 # %% ../nbs/09_parallel.ipynb #9f437c81
-import argparse, json, math, os, resource, sys, time
+import argparse, functools, json, math, os, resource, sys, time
 from collections import namedtuple
 from pathlib import Path
 import numpy as np
@@ -43,10 +43,14 @@ class _Barrier(nn.Cell):
     def construct(self, x):
         return self.allreduce(x)
 
-def barrier(world_size):
-    "Wait until every rank has reached this line (an AllReduce of one number)."
-    if world_size > 1:
-        _Barrier()(Tensor(np.ones(1, np.float32))).asnumpy()
+@functools.lru_cache(None)
+def _barrier_cell(): return _Barrier()  # one compiled graph, reused at every call
+
+def barrier(world_size, value=1.0):
+    "Wait until every rank has reached this line; returns the sum of `value` over the ranks (an AllReduce of one number)."
+    if world_size <= 1:
+        return value
+    return float(_barrier_cell()(Tensor(np.full(1, value, np.float32))).asnumpy()[0])
 
 
 class _Broadcast(nn.Cell):

@@ -4,18 +4,21 @@
 
 # %% auto #0
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
-           'peak_rss_mb', 'plot_losses', 'LivePlot', 'Trainer']
+           'peak_rss_mb', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'Trainer']
 
 # %% ../nbs/05_train.ipynb #497037e1
-import json, math, os, resource, sys, time
+import json, math, os, resource, signal, sys, threading, time
 from pathlib import Path
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
+from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
 from .config import config_hash
-from .checkpoint import save_checkpoint, save_training_state, latest_checkpoint, load_checked
+from .figures import use_cjk_font
+from .checkpoint import (save_checkpoint, save_training_state, latest_checkpoint, load_checked, nonfinite_names,
+                                 atomic_write_text)
 
 # %% ../nbs/05_train.ipynb #383482cd
 def set_context(context, seed=None):
@@ -24,6 +27,10 @@ def set_context(context, seed=None):
     ms.set_context(mode=mode)
     target = context.get("device_target", "CPU")
     if ms.get_context("device_target") != target:  # the device can be chosen once, before the first kernel runs
+        if not ms.hal.is_available(target):
+            raise ValueError(f"context.device_target is {target}, but this MindSpore {ms.__version__} cannot use a {target} "
+                             f"on this machine (a CPU-only build, or no {target} driver): set --context.device_target=CPU, "
+                             f"or run on a machine with the {target} build of MindSpore")
         ms.set_device(target)
     if context.get("enable_graph_kernel"):
         ms.set_context(enable_graph_kernel=True)
@@ -156,6 +163,7 @@ def peak_rss_mb():
 def plot_losses(history, eval_history=(), ax=None):
     "Training (and held-out) loss against optimizer step; returns the Axes."
     import matplotlib.pyplot as plt
+    use_cjk_font()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot([h["step"] for h in history], [h["loss"] for h in history], label="train loss")
@@ -184,7 +192,49 @@ class LivePlot:
             ax = plot_losses(history, eval_history)
             plt.show(ax.figure)
 
-# %% ../nbs/05_train.ipynb #664bafc8
+# %% ../nbs/05_train.ipynb #d14ef759
+class StopRequested(Exception):
+    "Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written."
+    def __init__(self, signum, step, output_dir):
+        self.signum, self.step, self.output_dir = int(signum), step, Path(output_dir)
+        self.exit_code = 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
+        super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; checkpoint "
+                         f"{self.output_dir / 'checkpoint' / f'step_{step}.ckpt'}")
+
+
+class GracefulStop:
+    """Inside `with`, the first SIGINT/SIGTERM only records `signum`: the loop finishes its optimizer step, saves
+    and stops. The handlers that were there before come back at once, so a second signal stops immediately."""
+    def __init__(self, say=print):
+        self.signum, self.say, self.old = None, say, {}
+
+    def _handle(self, signum, frame):
+        self.signum = signum
+        self.restore()
+        if self.say:
+            self.say(f"{signal.Signals(signum).name} received: finishing this optimizer step, then saving a "
+                     "checkpoint (send it again to stop at once)")
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():  # Python handles signals in the main thread only
+            self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def arm(self):
+        "Install the handler again: compiling a MindSpore graph replaces the SIGINT handler with one that sends SIGTERM."
+        for s in self.old if self.signum is None else ():
+            signal.signal(s, self._handle)
+
+    def restore(self):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+        self.old = {}
+
+    def __exit__(self, *exc):
+        self.restore()
+
+
+# %% ../nbs/05_train.ipynb #07b96013
 def _rng_state():
     "NumPy's global RNG state as JSON-able values (restored on resume)."
     _, keys, pos, *_ = np.random.get_state()
@@ -201,7 +251,8 @@ class Trainer:
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
         self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
-        self.barrier = barrier or (lambda: None)  # waits for every rank (chapter 09) before a checkpoint is complete
+        # barrier(value): waits for every rank and returns the sum of their values (chapter 09); one process: value
+        self.barrier = barrier or (lambda value=1.0: value)
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.accum_steps = rc.gradient_accumulation_steps
@@ -234,7 +285,7 @@ class Trainer:
         self.tokens_per_step = self.global_batch * mc.seq_length
         self.flops_per_step = flops_per_token(n_matmul, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
         self.peak_flops = peak_flops or measure_matmul_flops()
-        self.callbacks, self.history, self.eval_history = list(callbacks), [], []
+        self.callbacks, self.history, self.eval_history, self.saved_step = list(callbacks), [], [], None
         self.state = dict(step=0, micro_step=0, tokens_seen=0, loss_scale=float(wrap.scale_sense.loss_scale_value),
                           good_steps=0, overflows_in_row=0)
 
@@ -266,138 +317,184 @@ class Trainer:
             losses.append(float(self.loss_net(Tensor(ids), Tensor(labels)).asnumpy()))
         return float(np.mean(losses)) if losses else None
 
-    # --- checkpoints (chapter 06) -------------------------------------------------------------------------
-    @property
-    def sharded_state(self):
-        "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
-        return self.world_size > 1 and getattr(self.optimizer, "stage", 0) >= 1
+# %% ../nbs/05_train.ipynb #c8e14744
+@patch(as_prop=True)
+def sharded_state(self: Trainer):
+    "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
+    return self.world_size > 1 and getattr(self.optimizer, "stage", 0) >= 1
 
-    def moments(self):
-        return list(self.optimizer.exp_avg) + list(self.optimizer.exp_avg_sq)
+@patch
+def moments(self: Trainer):
+    return list(self.optimizer.exp_avg) + list(self.optimizer.exp_avg_sq)
 
-    def state_params(self):
-        "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
-        own = [] if self.sharded_state else self.moments()
-        return list(self.net.get_parameters()) + own + [self.optimizer.global_step]
+@patch
+def state_params(self: Trainer):
+    "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
+    own = [] if self.sharded_state else self.moments()
+    return list(self.net.get_parameters()) + own + [self.optimizer.global_step]
 
-    def save(self):
-        "Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait."
-        folder = self.output_dir / "checkpoint"
-        if self.sharded_state:
-            save_checkpoint(folder / f"step_{self.step}.rank{self.rank}.ckpt", self.moments())
-            self.barrier()
-        if not self.is_main:
-            return None
-        meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
-                    batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
-                    global_batch=self.global_batch, world_size=self.world_size, sharded_optimizer=self.sharded_state,
-                    config_hash=config_hash(self.cfg), seed=self.cfg.seed, numpy_rng=_rng_state())
-        return save_training_state(folder, self.step, self.state_params(), meta, keep=self.cfg.callbacks.keep_checkpoint_max)
+@patch
+def save(self: Trainer):
+    """Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait.
+    Weights or moments holding NaN/inf are never saved: the run stops naming the last good checkpoint."""
+    folder = self.output_dir / "checkpoint"
+    bad = nonfinite_names(self.moments() if self.sharded_state else self.state_params() if self.is_main else [])
+    if self.barrier(float(len(bad))) > 0:  # every rank stops together
+        last = latest_checkpoint(folder)
+        raise FloatingPointError(
+            f"non-finite values at step {self.step} in {', '.join(bad[:4]) or 'another rank'}"
+            f"{' ...' if len(bad) > 4 else ''}: this state was not saved. The last good checkpoint is "
+            f"{last[0] if last else 'none'}; lower the learning rate or check the data, then resume from it.")
+    self.saved_step = self.step
+    if self.sharded_state:
+        save_checkpoint(folder / f"step_{self.step}.rank{self.rank}.ckpt", self.moments())
+        self.barrier()
+    if not self.is_main:
+        return None
+    meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
+                batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
+                global_batch=self.global_batch, world_size=self.world_size, sharded_optimizer=self.sharded_state,
+                config_hash=config_hash(self.cfg), config=self.cfg.to_dict(), seed=self.cfg.seed, numpy_rng=_rng_state())
+    return save_training_state(folder, self.step, self.state_params(), meta, keep=self.cfg.callbacks.keep_checkpoint_max)
 
-    def resume(self):
-        "Continue from the newest complete checkpoint in output_dir/checkpoint; returns its step (0 if none)."
-        found = latest_checkpoint(self.output_dir / "checkpoint")
-        if found is None:
-            return 0
-        ckpt, meta = found
-        if meta["global_batch"] != self.global_batch:
-            raise ValueError(
-                f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
-                f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
-                "data position and the schedule would no longer line up. Resume with the same batch settings, or "
-                "start a new run from these weights in another output_dir.")
-        if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
-            raise ValueError(
-                f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
-                f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
-                f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
-        load_checked(self.state_params(), ckpt)
-        if self.sharded_state:
-            load_checked(self.moments(), ckpt.with_name(f"step_{meta['step']}.rank{self.rank}.ckpt"))
-        self.state.update({k: meta[k] for k in self.state})
-        np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
-        metrics = self.output_dir / "metrics.jsonl"
-        if metrics.exists():  # drop what was logged after the checkpoint: those steps are trained again
-            kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
-            kept = [r for r in kept if r["step"] <= self.step]
-            if self.is_main:
-                metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
-            self.history = [r for r in kept if "loss" in r]
-            self.eval_history = [r for r in kept if "eval_loss" in r]
-        return self.step
+# %% ../nbs/05_train.ipynb #4bc58175
+@patch
+def resume(self: Trainer):
+    """Continue from the newest checkpoint in output_dir/checkpoint that passes its checks (damaged newer ones are
+    named and skipped); returns its step. With none, say so and start again from step 0."""
+    damaged = []
+    found = latest_checkpoint(self.output_dir / "checkpoint", damaged)
+    for path, why in damaged if self.verbose and self.is_main else []:
+        print(f"skipping the damaged checkpoint {path.name}: {why}", file=sys.stderr)
+    if found is None:
+        if self.verbose and self.is_main:
+            print(f"no complete checkpoint in {self.output_dir / 'checkpoint'}: starting the run again from step 0")
+        self.cut_metrics(0)
+        return 0
+    ckpt, meta = found
+    if meta["global_batch"] != self.global_batch:
+        raise ValueError(
+            f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
+            f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
+            "data position and the schedule would no longer line up. Resume with the same batch settings, or "
+            "start a new run from these weights in another output_dir.")
+    if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
+        raise ValueError(
+            f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
+            f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
+            f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
+    load_checked(self.state_params(), ckpt)
+    if self.sharded_state:
+        load_checked(self.moments(), ckpt.with_name(f"step_{meta['step']}.rank{self.rank}.ckpt"))
+    self.state.update({k: meta[k] for k in self.state})
+    np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
+    self.cut_metrics(self.step)
+    return self.step
 
-    def _log(self, rec):
-        if self.is_main:
-            with open(self.output_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(rec) + "\n")
+@patch
+def cut_metrics(self: Trainer, step):
+    "Drop what metrics.jsonl logged after `step` (those steps are trained again): one run, one history."
+    metrics = self.output_dir / "metrics.jsonl"
+    kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()] if metrics.exists() else []
+    kept = [r for r in kept if r["step"] <= step]
+    if self.is_main and metrics.exists():
+        atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
+    self.history = [r for r in kept if "loss" in r]
+    self.eval_history = [r for r in kept if "eval_loss" in r]
 
-    # --- dynamic loss scaling (chapter 08) ----------------------------------------------------------------
-    def update_loss_scale(self, finite):
-        "Halve the scale (not below 1) and skip on overflow; double it after scale_window clean steps."
-        sc, st = self.cfg.runner_wrapper.scale_sense, self.state
-        if finite:
-            st["good_steps"] += 1; st["overflows_in_row"] = 0
-            if sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell" and st["good_steps"] % sc.scale_window == 0:
-                st["loss_scale"] *= sc.scale_factor
-            return
-        st["good_steps"] = 0; st["overflows_in_row"] += 1
-        st["loss_scale"] = max(1.0, st["loss_scale"] / sc.scale_factor)
-        limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
-        if st["overflows_in_row"] >= limit:
-            last = latest_checkpoint(self.output_dir / "checkpoint")
-            raise FloatingPointError(
-                f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
-                f"scale now {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
-                f"{last[0] if last else 'none'}. Lower the learning rate, check the data, or raise "
-                "runner_wrapper.max_consecutive_overflows.")
+@patch
+def _log(self: Trainer, rec):
+    if self.is_main:
+        with open(self.output_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(rec) + "\n")
 
-    def train_step(self, batches):
-        "One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite)."
-        scale = Tensor(self.state["loss_scale"], ms.float32)
-        loss = 0.0
-        for _ in range(self.accum_steps):
-            ids, labels = next(batches)
-            loss += float(self.accumulate(Tensor(ids), Tensor(labels), scale).asnumpy()) / self.accum_steps
-            self.state["micro_step"] += 1
-        norm, finite = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
-        return loss, float(norm.asnumpy()), bool(finite.asnumpy())
+# %% ../nbs/05_train.ipynb #50666fa0
+@patch
+def update_loss_scale(self: Trainer, finite):
+    "Halve the scale (not below 1) and skip on overflow; double it after scale_window clean steps."
+    sc, st = self.cfg.runner_wrapper.scale_sense, self.state
+    if finite:
+        st["good_steps"] += 1; st["overflows_in_row"] = 0
+        if sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell" and st["good_steps"] % sc.scale_window == 0:
+            st["loss_scale"] *= sc.scale_factor
+        return
+    st["good_steps"] = 0; st["overflows_in_row"] += 1
+    st["loss_scale"] = max(1.0, st["loss_scale"] / sc.scale_factor)
+    limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
+    if st["overflows_in_row"] >= limit:
+        last = latest_checkpoint(self.output_dir / "checkpoint")
+        raise FloatingPointError(
+            f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
+            f"scale now {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
+            f"{last[0] if last else 'none'}. Lower the learning rate, check the data, or raise "
+            "runner_wrapper.max_consecutive_overflows.")
 
-    def fit(self, resume=False):
-        "Train until `total_steps` optimizer steps (continuing from the newest checkpoint if `resume`)."
-        if resume and self.resume() and self.verbose:
-            print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
-        cb, batches = self.cfg.callbacks, self.micro_batches()
-        bar = tqdm(total=self.total_steps, initial=self.step, desc="train", disable=None if self.verbose else True,
-                   file=sys.stdout, dynamic_ncols=True)
-        while self.step < self.total_steps:
-            t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
-            loss, norm, finite = self.train_step(batches)
-            self.update_loss_scale(finite)
-            dt = time.perf_counter() - t0
-            self.state["step"] += 1
-            self.state["tokens_seen"] += self.tokens_per_step
-            rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
-                       tokens_per_s=self.tokens_per_step / dt, mfu=self.flops_per_step / dt / (self.peak_flops * self.world_size),
-                       step_ms=dt * 1e3, peak_rss_mb=peak_rss_mb())
-            self.history.append(rec); self._log(rec)
-            bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
-            if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite):
-                tqdm.write(f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {lr:.2e} grad_norm {norm:.3f} "
-                           f"scale {scale:g} overflow {not finite} {rec['tokens_per_s']:.0f} tok/s "
-                           f"mfu {rec['mfu']:.1%} {rec['step_ms']:.0f} ms/step rss {rec['peak_rss_mb']:.0f} MiB", file=sys.stdout)
-            last = self.step == self.total_steps
-            if self.val_ds is not None and (self.step % cb.eval_interval == 0 or last):
-                ev = self.evaluate(cb.eval_batches)
-                erec = dict(step=self.step, eval_loss=ev, eval_ppl=math.exp(min(ev, 50)))
-                self.eval_history.append(erec); self._log(erec)
-                if self.verbose and self.is_main:
-                    tqdm.write(f"step {self.step} held-out loss {ev:.4f} perplexity {erec['eval_ppl']:.1f}", file=sys.stdout)
-            if self.step % cb.save_checkpoint_steps == 0 or last:
+# %% ../nbs/05_train.ipynb #be1e5bfc
+@patch
+def train_step(self: Trainer, batches):
+    "One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite)."
+    scale = Tensor(self.state["loss_scale"], ms.float32)
+    loss = 0.0
+    for _ in range(self.accum_steps):
+        ids, labels = next(batches)
+        loss += float(self.accumulate(Tensor(ids), Tensor(labels), scale).asnumpy()) / self.accum_steps
+        self.state["micro_step"] += 1
+    norm, finite = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
+    return loss, float(norm.asnumpy()), bool(finite.asnumpy())
+
+@patch
+def fit(self: Trainer, resume=False):
+    "Train until `total_steps` optimizer steps (continuing from the newest checkpoint if `resume`)."
+    if resume and self.resume() and self.verbose:
+        print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
+    batches = self.micro_batches()
+    bar = tqdm(total=self.total_steps, initial=self.step, desc="train", disable=None if self.verbose else True,
+               file=sys.stdout, dynamic_ncols=True)
+    with GracefulStop(say=tqdm.write if self.verbose and self.is_main else None) as stop:
+        try:
+            self._loop(batches, bar, stop)
+        finally:
+            bar.close()
+    if self.is_main and self.history:
+        import matplotlib.pyplot as plt
+        ax = plot_losses(self.history, self.eval_history)
+        ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
+        plt.close(ax.figure)  # saved, not shown: a notebook would draw it a second time
+    return self.history
+
+# %% ../nbs/05_train.ipynb #2341f21a
+@patch
+def _loop(self: Trainer, batches, bar, stop):
+    cb = self.cfg.callbacks
+    while self.step < self.total_steps:
+        t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
+        loss, norm, finite = self.train_step(batches)
+        self.update_loss_scale(finite)
+        dt = time.perf_counter() - t0
+        self.state["step"] += 1
+        self.state["tokens_seen"] += self.tokens_per_step
+        rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
+                   tokens_per_s=self.tokens_per_step / dt, mfu=self.flops_per_step / dt / (self.peak_flops * self.world_size),
+                   step_ms=dt * 1e3, peak_rss_mb=peak_rss_mb())
+        self.history.append(rec); self._log(rec)
+        bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
+        if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite):
+            tqdm.write(f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {lr:.2e} grad_norm {norm:.3f} "
+                       f"scale {scale:g} overflow {not finite} {rec['tokens_per_s']:.0f} tok/s "
+                       f"mfu {rec['mfu']:.1%} {rec['step_ms']:.0f} ms/step rss {rec['peak_rss_mb']:.0f} MiB", file=sys.stdout)
+        last = self.step == self.total_steps
+        if self.val_ds is not None and (self.step % cb.eval_interval == 0 or last):
+            ev = self.evaluate(cb.eval_batches)
+            erec = dict(step=self.step, eval_loss=ev, eval_ppl=math.exp(min(ev, 50)))
+            self.eval_history.append(erec); self._log(erec)
+            if self.verbose and self.is_main:
+                tqdm.write(f"step {self.step} held-out loss {ev:.4f} perplexity {erec['eval_ppl']:.1f}", file=sys.stdout)
+        if self.step % cb.save_checkpoint_steps == 0 or last:
+            self.save()
+        for c in self.callbacks:
+            c({**rec, "last": last}, self.history, self.eval_history)
+        stop.arm()
+        if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
+            if self.saved_step != self.step:
                 self.save()
-            for c in self.callbacks:
-                c({**rec, "last": last}, self.history, self.eval_history)
-        bar.close()
-        if self.is_main and self.history:
-            ax = plot_losses(self.history, self.eval_history)
-            ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
-        return self.history
+            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir)

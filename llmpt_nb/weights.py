@@ -13,7 +13,7 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'LLAMA_HYPER', 'LLAMA_HF_IGNORE', 'MINDFO
            'convert_weights', 'verify_weights', 'run_convert_weights', 'add_weights_commands']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
-import json, os, re, shutil, struct, tempfile
+import json, os, re, shutil, struct, sys, tempfile
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
@@ -57,6 +57,10 @@ class SafeTensors:
                              "weights with save_pretrained(...) or safetensors.torch.save_file") from None
         self.metadata = header.pop("__metadata__", None) or {}
         self.header, self.offset = header, 8 + n
+        need = self.offset + max((h["data_offsets"][1] for h in header.values()), default=0)
+        if need > os.path.getsize(self.path):
+            raise ValueError(f"{self.path} is truncated: its header describes {need:,} bytes but the file has "
+                             f"{os.path.getsize(self.path):,}; copy or download it again")
 
     def keys(self): return list(self.header)
     def __contains__(self, name): return name in self.header
@@ -108,7 +112,10 @@ class HFCheckpoint:
         if not cfg.is_file():
             raise FileNotFoundError(f"{folder} has no config.json: a Hugging Face model folder holds config.json "
                                     "(the hyperparameters) next to model.safetensors")
-        self.config = json.loads(cfg.read_text(encoding="utf-8"))
+        try:
+            self.config = json.loads(cfg.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise ValueError(f"{cfg} is not valid JSON ({e}): restore the config.json saved with the weights") from None
         index = folder / "model.safetensors.index.json"
         if index.is_file():
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
@@ -308,6 +315,9 @@ def llama_config_from_hf(hf, dtype="float32", seq_length=None, where="config.jso
     heads, hidden = hf["num_attention_heads"], hf["hidden_size"]
     if hf.get("head_dim") not in (None, hidden // heads):
         _unsupported(where, "head_dim", hf["head_dim"], f"our head size is hidden_size / num_attention_heads = {hidden // heads}")
+    if seq_length and seq_length > hf.get("max_position_embeddings", seq_length):
+        print(f"warning: seq_length {seq_length} is above max_position_embeddings {hf['max_position_embeddings']} in "
+              f"{where}: the model never saw positions beyond that, and RoPE extrapolates poorly", file=sys.stderr)
     values = dict(hf, rope_theta=hf.get("rope_theta", rope.get("rope_theta", 10000.0)),
                   num_key_value_heads=hf.get("num_key_value_heads") or heads,
                   tie_word_embeddings=hf.get("tie_word_embeddings", False), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),

@@ -10,7 +10,7 @@ def bin_path(name):
     return str(Path(sys.executable).parent / name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def env():
     "Environment for subprocesses: the project's Python first on PATH."
     e = dict(os.environ)

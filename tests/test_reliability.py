@@ -1,0 +1,338 @@
+"""Faults lose nothing: signals, resume bookkeeping, --overwrite, damaged checkpoints, and a clear error for bad input.
+
+Every case runs the `llmpt` command as a user would (or the function it calls, where that is the thing under test) and
+checks four things: the exit code, that no traceback is printed, that the message names the file, key or tensor, and
+the state left on disk (old run intact, checkpoints intact, metrics without a step logged twice)."""
+import json, os, shutil, signal, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import pytest
+from conftest import ROOT, bin_path
+
+# ~6,000 tokens of training rows of 65 tokens: fast steps; the schedule is fixed by total_steps so max_steps may change
+RUN = ["--smoke", "--train_dataset.max_documents=300", "--model.model_config.seq_length=64", "--runner_config.batch_size=4",
+       "--runner_config.gradient_accumulation_steps=1", "--lr_schedule.total_steps=8", "--callbacks.eval_interval=100",
+       "--callbacks.save_checkpoint_steps=2", "--callbacks.keep_checkpoint_max=3"]
+
+
+def llmpt(*args, env, timeout=600):
+    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def check_error(r, *needles, code=2):
+    "Exit code, no traceback, and every needle in the message."
+    assert r.returncode == code, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, r.stderr[-3000:]
+    for n in needles:
+        assert str(n) in r.stderr, (n, r.stderr[-3000:])
+
+
+def metrics(out):
+    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+def losses(out):
+    return {r["step"]: r["loss"] for r in metrics(out) if "loss" in r}
+
+
+def no_duplicate_steps(out):
+    steps = [r["step"] for r in metrics(out) if "loss" in r]
+    return steps == sorted(set(steps))
+
+
+def snapshot(folder):
+    "{relative path: bytes} of every file under `folder`."
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def weights(out, step):
+    import mindspore as ms
+    return {k: v.asnumpy() for k, v in ms.load_checkpoint(str(out / "checkpoint" / f"step_{step}.ckpt")).items()}
+
+
+def finished_run(factory, name, steps, env):
+    out = factory.mktemp(name) / "run"
+    r = llmpt("pretrain", *RUN, f"--runner_config.max_steps={steps}", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, env):
+    "An uninterrupted 8-step run, the reference for every resumed one."
+    return finished_run(tmp_path_factory, "straight", 8, env)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, env):
+    "A finished 6-step run with checkpoints at steps 2, 4 and 6; tests work on copies of it."
+    return finished_run(tmp_path_factory, "base", 6, env)
+
+
+def copy_run(base, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(base, out)
+    return out
+
+
+def start(args, env):
+    return subprocess.Popen([bin_path("llmpt"), *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_step(proc, step, timeout=300):
+    "Read the run's output until it logs `step N/`; returns what it printed."
+    seen, deadline = [], time.time() + timeout
+    for line in proc.stdout:
+        seen.append(line)
+        if f"step {step}/" in line or time.time() > deadline:
+            return "".join(seen)
+    raise AssertionError("the run ended before step %d:\n%s" % (step, "".join(seen)[-2000:]))
+
+
+# --- signals ----------------------------------------------------------------------------------------------------------
+def test_sigint_saves_a_checkpoint_and_resume_matches_the_straight_run(straight, tmp_path, env):
+    out = tmp_path / "run"
+    proc = start(["pretrain", *RUN, "--runner_config.max_steps=8", f"--output_dir={out}"], env)
+    wait_for_step(proc, 3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    # 130 for SIGINT; MindSpore's graph runtime turns a SIGINT that arrives during a step into SIGTERM (143)
+    assert (proc.returncode, f"stopped by {'SIGINT' if proc.returncode == 130 else 'SIGTERM'}") in \
+        {(130, "stopped by SIGINT"), (143, "stopped by SIGTERM")} and "stopped by" in stderr, stderr[-3000:]
+    assert "Traceback" not in stderr and f"Resume with: llmpt pretrain --resume --output_dir={out}" in stderr, stderr[-2000:]
+    stopped = max(losses(out))
+    assert 3 <= stopped < 8 and (out / "checkpoint" / f"step_{stopped}.json").exists()   # the step it stopped at
+    assert not list((out / "checkpoint").glob(".tmp_*"))
+
+    r = llmpt("pretrain", "--resume", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resumed from step {stopped}" in r.stdout
+    a, b = losses(straight), losses(out)
+    assert sorted(b) == list(range(1, 9)) and no_duplicate_steps(out)
+    assert max(abs(a[s] - b[s]) for s in range(1, 9)) == 0.0
+    wa, wb = weights(straight, 8), weights(out, 8)
+    assert set(wa) == set(wb) and all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def test_second_sigint_stops_at_once(tmp_path, env):
+    out = tmp_path / "run"
+    proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", f"--output_dir={out}"], env)
+    wait_for_step(proc, 2)
+    proc.send_signal(signal.SIGINT); time.sleep(0.05); proc.send_signal(signal.SIGINT)
+    t = time.time()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and time.time() - t < 60, stderr[-2000:]
+    assert "stopped at once" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    assert not list(out.rglob(".tmp_*"))                       # no half-written file left behind
+    assert no_duplicate_steps(out)
+
+
+# --- resume bookkeeping -----------------------------------------------------------------------------------------------
+def test_resume_of_a_folder_with_no_run_names_it(tmp_path, env):
+    check_error(llmpt("pretrain", "--resume", f"--output_dir={tmp_path / 'typo'}", env=env), tmp_path / "typo", "no run")
+    assert not (tmp_path / "typo").exists()                     # nothing was started there
+
+
+def test_resume_refuses_changed_settings_and_names_them(base, tmp_path, env):
+    out = copy_run(base, tmp_path)
+    before = snapshot(out)
+    r = llmpt("pretrain", "--resume", "--lr_schedule.learning_rate=0.05", "--model.model_config.hidden_size=128",
+              f"--output_dir={out}", env=env)
+    check_error(r, "lr_schedule.learning_rate", "model.model_config.hidden_size", "--allow-config-change")
+    assert snapshot(out) == before                              # config.yaml, checkpoints, metrics untouched
+
+
+def test_resume_without_a_complete_checkpoint_starts_clean_and_records_accepted_changes(base, tmp_path, env):
+    out = copy_run(base, tmp_path)
+    for f in (out / "checkpoint").glob("*.json"):
+        f.write_text("{truncated")                               # every checkpoint is damaged
+    r = llmpt("pretrain", "--resume", "--runner_config.max_steps=2", "--lr_schedule.learning_rate=0.002",
+              "--allow-config-change", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping the damaged checkpoint step_6" in r.stderr and "no complete checkpoint" in r.stdout
+    assert [m["step"] for m in metrics(out) if "loss" in m] == [1, 2]             # one history, from step 0
+    change = [m for m in metrics(out) if "config_change" in m][0]["config_change"]
+    assert change["lr_schedule.learning_rate"][1] == 0.002 and change["runner_config.max_steps"] == [6, 2]
+    assert "learning_rate: 0.002" in (out / "config.yaml").read_text()
+
+
+def test_resume_after_a_kill_during_data_preparation_names_the_command(tmp_path, env):
+    out = tmp_path / "run"
+    out.mkdir()
+    shutil.copy(ROOT / "llmpt_nb" / "configs" / "pretrain_llama_tiny.yaml", out / "config.yaml")  # killed right after
+    r = llmpt("pretrain", "--resume", f"--output_dir={out}", env=env)
+    check_error(r, f"llmpt pretrain --overwrite --output_dir={out}")
+
+
+# --- --overwrite is safe ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [["--train_dataset.corpus=/no/such/corpus"], ["--model.model_config.vocab_size=1234"]],
+                         ids=["corpus typo", "vocab mismatch"])
+def test_overwrite_that_fails_keeps_the_old_run(base, tmp_path, env, bad):
+    out = copy_run(base, tmp_path)
+    before = snapshot(out)
+    r = llmpt("pretrain", *RUN, *bad, "--overwrite", f"--output_dir={out}", env=env)
+    check_error(r, bad[0].split("=")[1] if "corpus" in bad[0] else "1234")
+    assert snapshot(out) == before and not (tmp_path / ".run.replaced").exists()
+
+
+def test_failed_new_run_leaves_no_folder_behind(tmp_path, env):
+    out = tmp_path / "new"
+    check_error(llmpt("prepare-data", *RUN, "--model.model_config.vocab_size=1234", f"--output_dir={out}", env=env), "1234")
+    assert not out.exists()                                     # so the corrected rerun is not refused
+
+
+def test_overwrite_that_succeeds_replaces_the_old_run(base, tmp_path, env):
+    out = copy_run(base, tmp_path)
+    r = llmpt("prepare-data", *RUN, "--overwrite", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (out / "checkpoint").exists() and (out / "data" / "train.mindrecord").exists()
+    assert not (tmp_path / ".run.replaced").exists()
+
+
+# --- damaged checkpoints ----------------------------------------------------------------------------------------------
+def damage(path, how):
+    data = bytearray(path.read_bytes())
+    data = {"flip a bit": lambda d: d[:len(d) // 2] + bytes([d[len(d) // 2] ^ 1]) + d[len(d) // 2 + 1:],
+            "truncate": lambda d: d[:len(d) // 2], "empty": lambda d: b"", "garbage": lambda d: b"\x00garbage\xff"}[how](data)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how,victim", [("flip a bit", "ckpt"), ("truncate", "ckpt"), ("empty", "ckpt"),
+                                        ("garbage", "json"), ("truncate", "json")])
+def test_damaged_newest_checkpoint_falls_back_to_the_previous(base, tmp_path, how, victim):
+    from llmpt_nb.checkpoint import latest_checkpoint
+    out = copy_run(base, tmp_path)
+    damage(out / "checkpoint" / f"step_6.{victim}", how)
+    skipped = []
+    ckpt, meta = latest_checkpoint(out / "checkpoint", skipped)
+    assert meta["step"] == 4 and ckpt.name == "step_4.ckpt"
+    assert f"step_6.{victim}" in skipped[0][1]
+
+
+def test_resume_from_a_truncated_newest_checkpoint(base, tmp_path, env):
+    out = copy_run(base, tmp_path)
+    damage(out / "checkpoint" / "step_6.ckpt", "truncate")
+    r = llmpt("pretrain", "--resume", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping the damaged checkpoint step_6.ckpt" in r.stderr and "resumed from step 4" in r.stdout
+    assert losses(out) == pytest.approx(losses(base), abs=0) and no_duplicate_steps(out)   # steps 5, 6 trained again
+
+
+def test_nonfinite_state_is_never_saved(base, tmp_path, env):
+    """A NaN in an AdamW moment (written with a valid digest: integrity checks cannot see it) makes the weights NaN
+    at the next step: the run stops at the next save with a message naming the last good checkpoint, which stays."""
+    import mindspore as ms
+    from llmpt_nb.checkpoint import file_digest
+    out = copy_run(base, tmp_path)
+    ckpt = out / "checkpoint" / "step_4.ckpt"
+    for k in ("step_6.ckpt", "step_6.json"):
+        (out / "checkpoint" / k).unlink()
+    state = ms.load_checkpoint(str(ckpt))
+    m = state["adam_m.model.norm.weight"].asnumpy().copy(); m[0] = np.nan
+    state["adam_m.model.norm.weight"] = ms.Parameter(m, name="adam_m.model.norm.weight")
+    ms.save_checkpoint([{"name": k, "data": v} for k, v in state.items()], str(ckpt))
+    meta = json.loads(ckpt.with_suffix(".json").read_text()); meta["files"][ckpt.name] = file_digest(ckpt)
+    ckpt.with_suffix(".json").write_text(json.dumps(meta))
+    r = llmpt("pretrain", "--resume", f"--output_dir={out}", env=env)
+    check_error(r, "non-finite", "model.norm.weight", "step_4.ckpt", code=1)
+    assert sorted(p.name for p in (out / "checkpoint").glob("*.ckpt")) == ["step_2.ckpt", "step_4.ckpt"]
+
+
+# --- every error is a sentence, exit 2 --------------------------------------------------------------------------------
+def test_output_dir_is_a_file(tmp_path, env):
+    (tmp_path / "f").write_text("x")
+    check_error(llmpt("pretrain", "--smoke", f"--output_dir={tmp_path / 'f'}", env=env), tmp_path / "f", "is a file")
+
+
+def test_output_dir_under_a_file(tmp_path, env):
+    (tmp_path / "f").write_text("x")
+    check_error(llmpt("prepare-data", "--smoke", f"--output_dir={tmp_path / 'f' / 'run'}", env=env), "which is a file")
+
+
+def _mount_tmpfs(path, options):
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    return r.returncode == 0
+
+
+def test_read_only_output_dir(tmp_path, env):
+    ro = tmp_path / "ro"
+    if not _mount_tmpfs(ro, "size=1m,ro"):
+        pytest.skip("cannot mount a read-only tmpfs here (needs root)")
+    try:
+        check_error(llmpt("prepare-data", "--smoke", f"--output_dir={ro / 'run'}", env=env), "read-only", ro)
+    finally:
+        subprocess.run(["umount", str(ro)])
+
+
+@pytest.mark.parametrize("what", ["MindRecord", "checkpoint"])
+def test_full_disk(base, tmp_path, env, what):
+    """A small file system that fills up while writing the data, or (room for the data) the first checkpoint:
+    a sentence naming what could not be written, exit 2, and no temporary file left."""
+    disk = tmp_path / "disk"
+    ckpt = (base / "checkpoint" / "step_2.ckpt").stat().st_size       # ~48 MB; the data take under 1 MB
+    size = 256 << 10 if what == "MindRecord" else ckpt // 2
+    if not _mount_tmpfs(disk, f"size={size // 1024}k"):
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        r = llmpt("pretrain", *RUN, "--runner_config.max_steps=2", f"--output_dir={disk / 'run'}", env=env)
+        check_error(r, f"could not write the {what}")
+        assert not list(disk.rglob(".tmp_*")) and not list(disk.rglob("*.tmp")), list(disk.rglob("*"))
+    finally:
+        subprocess.run(["umount", str(disk)])
+
+
+def test_sequence_too_long_for_memory(tmp_path, env):
+    r = llmpt("pretrain", "--model.model_config.seq_length=100000", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "GiB", "model.model_config.seq_length")
+    assert not (tmp_path / "o").exists()
+
+
+def test_device_target_that_this_mindspore_cannot_use(tmp_path, env):
+    import mindspore as ms
+    if ms.hal.is_available("GPU"):
+        pytest.skip("this machine has a GPU")
+    check_error(llmpt("pretrain", "--smoke", "--context.device_target=GPU", f"--output_dir={tmp_path / 'o'}", env=env),
+                "context.device_target is GPU", "device_target=CPU")
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from llmpt_nb.weights import tiny_hf_model
+    folder = tmp_path_factory.mktemp("hf") / "tiny"
+    tiny_hf_model(folder)
+    return folder
+
+
+def test_convert_weights_truncated_safetensors(hf_folder, tmp_path, env):
+    src = tmp_path / "src"; shutil.copytree(hf_folder, src)
+    damage(src / "model.safetensors", "truncate")
+    check_error(llmpt("convert-weights", src, tmp_path / "out.ckpt", env=env), "model.safetensors", "truncated")
+
+
+def test_convert_weights_invalid_config_json(hf_folder, tmp_path, env):
+    src = tmp_path / "src"; shutil.copytree(hf_folder, src)
+    (src / "config.json").write_text('{"hidden_size": 64,')
+    check_error(llmpt("convert-weights", src, tmp_path / "out.ckpt", env=env), "config.json", "not valid JSON")
+
+
+def test_convert_weights_warns_beyond_max_position_embeddings(hf_folder, tmp_path, env):
+    limit = json.loads((hf_folder / "config.json").read_text())["max_position_embeddings"]
+    r = llmpt("convert-weights", hf_folder, tmp_path / "out.ckpt", "--seq-length", limit * 2, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"seq_length {limit * 2} is above max_position_embeddings {limit}" in r.stderr
+
+
+def test_killed_worker_log_keeps_its_last_lines(tmp_path):
+    "Worker output is unbuffered: what a rank printed before SIGKILL is in its log and in the launcher's report."
+    from llmpt_nb.launch import launch
+    import contextlib, io
+    err = io.StringIO()
+    src = ("import os, signal, time; print('rank', os.environ['RANK_ID'], 'reached step 7'); time.sleep(0.5); "
+           "os.environ['RANK_ID'] == '1' and os.kill(os.getpid(), signal.SIGKILL); time.sleep(3)")
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = launch(["python", "-c", src], workers=2, log_dir=tmp_path, timeout=120)
+    assert code != 0 and "rank 1 reached step 7" in err.getvalue(), err.getvalue()
