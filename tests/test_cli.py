@@ -1,5 +1,5 @@
 """The `llmpt` command as a user runs it: a smoke run end to end, and bad input that ends in one clear message."""
-import json, subprocess
+import json, signal, subprocess
 from pathlib import Path
 import numpy as np
 import pytest
@@ -106,28 +106,37 @@ def test_default_pretrain(tmp_path, env):
 
 
 @pytest.mark.parametrize("stage", [0, 2])
-def test_launch_two_workers_pretrain_and_resume(tmp_path, env, stage):
-    """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data, both ranks end with identical weights,
-    and a run stopped at step 3 and resumed to step 5 under the launcher ends bit-identical to a straight 5-step run."""
-    def run(out, *extra):
-        return llmpt("launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", f"--output_dir={out}",
-                     "--lr_schedule.total_steps=5", "--callbacks.save_checkpoint_steps=1",
-                     f"--parallel.parallel_optimizer_config.zero_stage={stage}", *extra, env=env, timeout=900)
+def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
+    """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data and both ranks end with identical weights.
+    Ctrl-C to the launcher mid-run: every rank finishes the same step, one complete checkpoint is written, the launcher
+    exits 130 and prints the resume command; resuming ends bit-identical to a straight 5-step run."""
+    args = ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", "--lr_schedule.total_steps=5",
+            "--runner_config.max_steps=5", "--callbacks.save_checkpoint_steps=10",
+            f"--parallel.parallel_optimizer_config.zero_stage={stage}"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"
-    for out, extra in ((straight, ["--runner_config.max_steps=5"]), (broken, ["--runner_config.max_steps=3"])):
-        r = run(out, *extra)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = llmpt(*args, f"--output_dir={straight}", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
     assert digest(straight, 0) == digest(straight, 1)
     assert len(list((straight / "data").glob("train.mindrecord*"))) == 4     # 2 shards + their .db index files
     assert {p.name for p in (straight / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}  # <output_dir>/logs
+
+    proc = subprocess.Popen([bin_path("llmpt"), *args, f"--output_dir={broken}"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if "step 1/5" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130, out[-3000:] + err[-3000:]
+    assert "Traceback" not in err and f"resume with: llmpt launch --workers 2 -- llmpt pretrain" in err, err[-3000:]
+    stopped = json.loads(sorted((broken / "checkpoint").glob("step_*.json"))[-1].read_text())["step"]
+    assert 1 <= stopped < 5
     if stage:
-        assert (broken / "checkpoint" / "step_3.rank1.ckpt").exists()        # each rank saved its optimizer slice
-    r = run(broken, "--resume", "--runner_config.max_steps=5")
+        assert (broken / "checkpoint" / f"step_{stopped}.rank1.ckpt").exists()  # each rank saved its optimizer slice
+    r = llmpt(*args, f"--output_dir={broken}", "--resume", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "resumed from step 3" in r.stdout
+    assert f"resumed from step {stopped}" in r.stdout
     assert digest(broken, 0) == digest(broken, 1) == digest(straight, 0)
     s = json.loads((broken / "summary.json").read_text())
     assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
-
-
