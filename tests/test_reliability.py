@@ -200,7 +200,7 @@ def damage(path, how):
 
 
 @pytest.mark.parametrize("how,victim", [("flip a bit", "ckpt"), ("truncate", "ckpt"), ("empty", "ckpt"),
-                                        ("garbage", "json"), ("truncate", "json")])
+                                        ("garbage", "json"), ("truncate", "json"), ("empty", "json")])
 def test_damaged_newest_checkpoint_falls_back_to_the_previous(base, tmp_path, how, victim):
     from llmpt_nb.checkpoint import latest_checkpoint
     out = copy_run(base, tmp_path)
@@ -209,6 +209,20 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous(base, tmp_path, ho
     ckpt, meta = latest_checkpoint(out / "checkpoint", skipped)
     assert meta["step"] == 4 and ckpt.name == "step_4.ckpt"
     assert f"step_6.{victim}" in skipped[0][1]
+
+
+def test_damaged_rank_slice_is_caught(tmp_path):
+    "Under ZeRO each rank's optimizer slice is listed in the metadata with its digest: a damaged slice is caught too."
+    import mindspore as ms
+    from llmpt_nb.checkpoint import save_checkpoint, save_training_state, latest_checkpoint
+    w = ms.Parameter(np.ones((4, 4), np.float32), name="w")
+    for step in (1, 2):
+        save_checkpoint(tmp_path / f"step_{step}.rank1.ckpt", [ms.Parameter(np.full(8, step, np.float32), name="adam_m.w")])
+        save_training_state(tmp_path, step, [w], {"epoch": 0})
+    assert set(json.loads((tmp_path / "step_2.json").read_text())["files"]) == {"step_2.ckpt", "step_2.rank1.ckpt"}
+    damage(tmp_path / "step_2.rank1.ckpt", "flip a bit")
+    skipped = []
+    assert latest_checkpoint(tmp_path, skipped)[1]["step"] == 1 and "step_2.rank1.ckpt" in skipped[0][1]
 
 
 def test_resume_from_a_truncated_newest_checkpoint(base, tmp_path, env):

@@ -52,7 +52,9 @@ def test_resume_refuses_another_global_batch(tmp_path, env):
     out = tmp_path / "run"
     args = ["--smoke", "--train_dataset.max_documents=300", f"--output_dir={out}"]
     assert subprocess.run([bin_path("llmpt"), "pretrain", *args], env=env, cwd=ROOT, capture_output=True).returncode == 0
-    r = subprocess.run([bin_path("llmpt"), "pretrain", "--resume", "--runner_config.max_steps=4",
-                        "--runner_config.gradient_accumulation_steps=1", f"--output_dir={out}"],
-                       env=env, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 2 and "global batch" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    resume = [bin_path("llmpt"), "pretrain", "--resume", "--runner_config.max_steps=4",
+              "--runner_config.gradient_accumulation_steps=1", f"--output_dir={out}"]
+    r = subprocess.run(resume, env=env, cwd=ROOT, capture_output=True, text=True)   # refused as a changed setting
+    assert r.returncode == 2 and "gradient_accumulation_steps: 2 -> 1" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    r = subprocess.run(resume + ["--allow-config-change"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "global batch" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]  # and by the trainer
