@@ -5,20 +5,11 @@ The documents and tokenizer are made as `llmpt pretrain` makes them (load_docume
     python benchmarks/baseline.py [--config NAME_OR_YAML] [--vocab-size 8000] [--character-coverage 0.9995]
                                   [--max-documents N]
 """
-import argparse, os, platform, tempfile, time
+import argparse, tempfile, time
 from pathlib import Path
 
 import numpy as np
-
-
-def cpu_model():
-    "The CPU's model name (Linux), else what platform knows."
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"): return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from machine import describe
 
 
 def main():
@@ -57,8 +48,7 @@ def main():
     b = tokenizer_baselines(tok, train, val)   # encodes again: the time below is encoding + fitting + scoring
     times["baselines (encode + fit + score)"] = time.perf_counter() - t
 
-    print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.system()} {platform.machine()}, "
-          f"Python {platform.python_version()}, NumPy {np.__version__}")
+    print(describe(NumPy=np.__version__))
     print(f"config: {a.config or 'pretrain_llama_tiny'}; corpus {td.corpus!r}, max_documents {td.max_documents}, "
           f"min_chars {td.min_chars}, val_fraction {td.val_fraction}, seed {cfg.seed}")
     print(f"tokenizer: {tok.vocab_size} pieces, character_coverage {tc.character_coverage}")

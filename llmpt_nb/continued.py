@@ -6,10 +6,10 @@
 __all__ = ['SPECIALS', 'IGNORE_INDEX', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documents', 'build_char_vocab',
            'make_tiny_roberta', 'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents',
            'mask_tokens', 'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set',
-           'evaluate_mlm', 'continue_pretrain', 'run_continue_pretrain', 'add_cli_commands', 'cli_main']
+           'evaluate_mlm', 'continue_pretrain', 'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
-import collections, importlib.util, json, math, os, sys, time, unicodedata
+import collections, importlib.util, json, math, os, time, unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -18,8 +18,7 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .config import load_config
 from .data import load_corpus, clean_documents, split_sentences, split_train_val
 from .trainer import set_context, warmup_cosine_lr, AdamW, AccumulateStep, ApplyStep, peak_rss_mb
-from .weights import (load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits,
-                              add_weights_commands, _transformers)
+from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits, _transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
 def reviews_folder():
@@ -393,28 +392,3 @@ def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, v
 def run_continue_pretrain(args, overrides=()):
     "Handler of `llmpt continue-pretrain`."
     return continue_pretrain(args.config, overrides, overwrite=args.overwrite, smoke=args.smoke)
-
-def add_cli_commands(subparsers):
-    "Add `convert-weights` and `continue-pretrain` to an argparse subparsers object (handler: `args.handler(args, overrides)`)."
-    add_weights_commands(subparsers)
-    help = "continued MLM pretraining of a BERT/RoBERTa checkpoint on a domain corpus"
-    p = subparsers.add_parser("continue-pretrain", help=help, description=help + ". Any --section.key=value overrides the config.")
-    p.add_argument("--config", default=None, help="YAML config (default: the packaged continue_roberta_tiny)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing run in output_dir")
-    p.add_argument("--smoke", action="store_true", help="600 documents and 4 steps: check the setup quickly")
-    p.set_defaults(handler=run_continue_pretrain)
-    return subparsers
-
-def cli_main(argv=None):
-    "A stand-alone `llmpt`-like entry for these two commands: errors print one line and return 2."
-    import argparse
-    parser = argparse.ArgumentParser(prog="llmpt")
-    add_cli_commands(parser.add_subparsers(dest="command", required=True))
-    args, rest = parser.parse_known_args(argv)
-    overrides = [a[2:] if a.startswith("--") else a for a in rest]
-    try:
-        args.handler(args, overrides)
-    except (ValueError, FileNotFoundError, FileExistsError, ImportError) as e:
-        print(f"llmpt: error: {e}", file=sys.stderr)
-        return 2
-    return 0

@@ -11,10 +11,12 @@ __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_docum
 import functools, hashlib, json, math, os, shutil, time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from dataclasses import asdict
 from types import SimpleNamespace
 import numpy as np
 import psutil
 from .config import load_config, config_changes, register, REGISTRY
+from .baseline import tokenizer_baselines, format_baselines
 from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_vocab_size
 from .data import load_corpus, clean_documents, split_train_val, pack_documents, write_mindrecord, read_mindrecord
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
@@ -245,6 +247,10 @@ def start_run(cfg, out, docs, rank=0, world=1, resumed=False, live=False, verbos
     tok, data_dir, counts = existing_data(cfg, out)
     report = roundtrip_report(tok, val_docs)
     say(f"tokenizer: {tok.vocab_size} pieces; held-out round-trip exact on {report.exact_ratio:.2%} of {report.n_lines} lines")
+    base = tokenizer_baselines(tok, train_docs, val_docs) if rank == 0 else None  # chapter 02b: what counting achieves
+    refs = {"bigram": base.bigram.nats_per_token, "unigram": base.unigram.nats_per_token} if base else {}
+    if base:
+        say(f"counting baselines on the held-out documents: {base}")
     say(f"MindRecord: {counts['train']} training and {counts['val']} held-out rows of {cfg.model.model_config.seq_length + 1} "
         f"tokens in {data_dir}" + (f"; {world} workers" if world > 1 else ""))
     bs, shuffle = cfg.runner_config.batch_size, cfg.train_dataset.data_loader.shuffle
@@ -259,8 +265,9 @@ def start_run(cfg, out, docs, rank=0, world=1, resumed=False, live=False, verbos
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
     trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose and rank == 0, rank=rank,
                       world_size=world, cells=cells, barrier=functools.partial(barrier, world),
-                      callbacks=[LivePlot()] if live else [], peak_flops=cfg.context.get("peak_flops"))
-    return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer)
+                      callbacks=[LivePlot(references=refs)] if live else [], peak_flops=cfg.context.get("peak_flops"),
+                      references=refs, chars_per_token=base.bigram.chars / base.bigram.tokens if base else None)
+    return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base)
 
 # %% ../nbs/10_pretrain.ipynb #9fe9d0e5
 def record_changes(out, cfg, changes, step):
@@ -273,8 +280,10 @@ def record_changes(out, cfg, changes, step):
 def finish_run(cfg, run, out, seconds):
     "Generate the sample and write sample.txt and summary.json; returns the summary."
     tok, history, gen = run.tok, run.trainer.history, cfg.generation
+    byte_pieces = [i for i in range(tok.vocab_size) if tok.sp.is_byte(i)]  # half a character decodes as '\ufffd'
     sample = gen.prompt + tok.decode(generate(run.net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k,
-                                              gen.temperature, eos_id=tok.eos_id, pad_id=tok.pad_id, seed=cfg.seed))
+                                              gen.temperature, eos_id=tok.eos_id, pad_id=tok.pad_id, seed=cfg.seed,
+                                              banned_ids=byte_pieces))
     atomic_write_text(out / "sample.txt", sample + "\n")
     evals = run.trainer.eval_history
     summary = dict(
@@ -283,6 +292,11 @@ def finish_run(cfg, run, out, seconds):
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
         peak_rss_mb=history[-1]["peak_rss_mb"], roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"],
         checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), sample=sample, seconds=seconds)
+    if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
+        b = run.baselines
+        summary.update(eval_bits_per_char=evals[-1].get("eval_bits_per_char"), baseline_lambda=b.lam,
+                       baselines={k: asdict(v) for k, v in (("unigram", b.unigram), ("bigram", b.bigram))},
+                       beats_bigram=evals[-1]["eval_loss"] < b.bigram.nats_per_token)
     atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
     return summary
 
@@ -321,5 +335,7 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
         return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
     summary = finish_run(cfg, run, out, time.time() - t0)
     say(f"sample: {summary['sample']}")
+    if "baselines" in summary:
+        say(format_baselines(run.baselines, summary["eval_loss"]))
     say(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} in {summary['seconds']:.0f} s; outputs in {out}")
     return summary

@@ -4,12 +4,14 @@
 
 # %% auto #0
 __all__ = ['set_context', 'warmup_cosine_lr', 'AdamW', 'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops',
-           'peak_rss_mb', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'Trainer']
+           'peak_rss_mb', 'peak_cache_file', 'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot',
+           'StopRequested', 'GracefulStop', 'Trainer', 'format_eval']
 
 # %% ../nbs/05_train.ipynb #497037e1
-import json, math, os, resource, signal, sys, threading, time
+import json, math, os, platform, resource, signal, sys, threading, time
 from pathlib import Path
 import numpy as np
+import psutil
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
@@ -137,13 +139,13 @@ class ApplyStep(nn.Cell):
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
 
-# %% ../nbs/05_train.ipynb #76b55c8f
+# %% ../nbs/05_train.ipynb #8d9852af
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
     "Training FLOPs per token: 6N + 12*L*d*T, N = weights used in matmuls (not the embedding lookup)."
     return 6 * n_params + 12 * num_layers * hidden_size * seq_length
 
 def measure_matmul_flops(n=1024, repeats=3, trials=6):
-    "FLOP/s of an n^3 float32 matmul in MindSpore (best of `trials`): the peak MFU is reported against."
+    "FLOP/s of an n^3 float32 matmul in MindSpore (best of `trials`)."
     a = Tensor(np.random.default_rng(0).standard_normal((n, n)).astype(np.float32))
     ops.matmul(a, a).asnumpy()
     best = 0.0
@@ -159,9 +161,49 @@ def peak_rss_mb():
     "Peak resident memory of this process in MiB."
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-# %% ../nbs/05_train.ipynb #6e657ee7
-def plot_losses(history, eval_history=(), ax=None):
-    "Training (and held-out) loss against optimizer step; returns the Axes."
+# %% ../nbs/05_train.ipynb #944e2f96
+def peak_cache_file():
+    "Where the measured matmul peak of this machine is kept (`$XDG_CACHE_HOME/llmpt_nb`, else ~/.cache/llmpt_nb)."
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "llmpt_nb" / "peak_flops.json"
+
+def _machine_key():
+    return f"{platform.machine()} {platform.processor() or platform.node()} x{os.cpu_count()} mindspore {ms.__version__}"
+
+def find_peak_flops(configured=None, busy_percent=25.0):
+    "(FLOP/s, source): the config's value, this machine's cached peak, or a peak measured now (cached if idle)."
+    if configured:
+        return float(configured), "context.peak_flops in the config"
+    cache = peak_cache_file()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if _machine_key() in known:
+        rec = known[_machine_key()]
+        return rec["flops"], f"a matmul peak measured on this machine on {rec['date']} (cached in {cache})"
+    load = psutil.cpu_percent(interval=0.5)
+    flops = measure_matmul_flops()
+    if load > busy_percent:
+        return flops, f"a matmul peak measured just now while the CPUs were {load:.0f}% busy: too low, MFU reads high (not cached)"
+    known[_machine_key()] = {"flops": flops, "date": time.strftime("%Y-%m-%d")}
+    try:
+        atomic_write_text(cache, json.dumps(known, indent=1))
+        where = f"cached in {cache}"
+    except OSError:
+        where = "the cache folder is not writable"
+    return flops, f"a matmul peak measured just now on an idle machine ({where})"
+
+# %% ../nbs/05_train.ipynb #42b0dd5c
+def format_record(rec, total=None):
+    "One optimizer step's metrics as the log line and the live view show them."
+    return (f"step {rec['step']}{f'/{total}' if total else ''} loss {rec['loss']:.4f} lr {rec['lr']:.2e} grad_norm {rec['grad_norm']:.3f} "
+            f"scale {rec['loss_scale']:g}{' OVERFLOW' if rec['overflow'] else ''} {rec['tokens_per_s']:,.0f} tok/s "
+            f"mfu {rec['mfu']:.1%} {rec['step_ms']:,.0f} ms/step rss {rec['peak_rss_mb']:,.0f} MiB")
+
+
+def plot_losses(history, eval_history=(), ax=None, references=None):
+    "Training and held-out loss against optimizer step, `references` ({name: loss}) as dashed lines; returns the Axes."
     import matplotlib.pyplot as plt
     use_cjk_font()
     if ax is None:
@@ -169,32 +211,37 @@ def plot_losses(history, eval_history=(), ax=None):
     ax.plot([h["step"] for h in history], [h["loss"] for h in history], label="train loss")
     if eval_history:
         ax.plot([h["step"] for h in eval_history], [h["eval_loss"] for h in eval_history], "o-", label="held-out loss")
-    ax.set(xlabel="optimizer step", ylabel="loss", title="training loss")
+    for i, (name, value) in enumerate((references or {}).items()):
+        ax.axhline(value, ls="--", lw=1, color=f"C{i + 2}", label=f"{name} {value:.2f}")
+    ax.set(xlabel="optimizer step", ylabel="loss (nats/token)", title="training loss")
     ax.legend(); ax.grid(alpha=0.3)
     return ax
 
 
 class LivePlot:
-    "Callback that redraws the loss curve and a metrics line in a notebook output widget."
-    def __init__(self, every=5):
+    "Callback that redraws the loss curve (with `references`) and the metrics line in a notebook output widget."
+    def __init__(self, every=5, references=None):
         import ipywidgets as widgets
         from IPython.display import display
-        self.every, self.out, self.label = every, widgets.Output(), widgets.HTML()
+        self.every, self.references, self.out, self.label = every, references, widgets.Output(), widgets.HTML()
         display(widgets.VBox([self.label, self.out]))
 
     def __call__(self, rec, history, eval_history):
         if rec["step"] % self.every and not rec.get("last"):
             return
         import matplotlib.pyplot as plt
-        self.label.value = " | ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in rec.items())
+        held = f" | held-out {eval_history[-1]['eval_loss']:.4f}" if eval_history else ""
+        self.label.value = format_record(rec) + held
         with self.out:
             self.out.clear_output(wait=True)
-            ax = plot_losses(history, eval_history)
+            ax = plot_losses(history, eval_history, references=self.references)
             plt.show(ax.figure)
+            plt.close(ax.figure)
 
 # %% ../nbs/05_train.ipynb #d14ef759
-class StopRequested(Exception):
-    "Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written."
+class StopRequested(KeyboardInterrupt):
+    """Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written. A
+    KeyboardInterrupt, so `except Exception` does not swallow it; `exit_code` tells it from a plain one."""
     def __init__(self, signum, step, output_dir):
         self.signum, self.step, self.output_dir = int(signum), step, Path(output_dir)
         self.exit_code = 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
@@ -244,9 +291,10 @@ def _rng_state():
 class Trainer:
     """GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
     evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
-    (so each epoch's shuffle is reproducible from the seed, which exact resume needs)."""
+    (so each epoch's shuffle is reproducible from the seed, which exact resume needs). `references` ({name: loss in
+    nats/token}) are logged and drawn beside the held-out loss; `chars_per_token` turns it into bits per character."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
-                 verbose=True, rank=0, world_size=1, cells=None, barrier=None):
+                 verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None):
         rc, opt, wrap = cfg.runner_config, cfg.optimizer, cfg.runner_wrapper
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
@@ -284,7 +332,9 @@ class Trainer:
         self.global_batch = rc.batch_size * self.accum_steps * world_size
         self.tokens_per_step = self.global_batch * mc.seq_length
         self.flops_per_step = flops_per_token(n_matmul, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
-        self.peak_flops = peak_flops or measure_matmul_flops()
+        self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
+        # losses to hold the run against ({name: nats/token}, e.g. chapter 02b's bigram) and held-out chars per token
+        self.references, self.chars_per_token = dict(references or {}), chars_per_token
         self.callbacks, self.history, self.eval_history, self.saved_step = list(callbacks), [], [], None
         self.state = dict(step=0, micro_step=0, tokens_seen=0, loss_scale=float(wrap.scale_sense.loss_scale_value),
                           good_steps=0, overflows_in_row=0)
@@ -316,6 +366,24 @@ class Trainer:
                 break
             losses.append(float(self.loss_net(Tensor(ids), Tensor(labels)).asnumpy()))
         return float(np.mean(losses)) if losses else None
+
+# %% ../nbs/05_train.ipynb #cabb0196
+@patch
+def eval_record(self: Trainer, loss):
+    "The record of one held-out evaluation: loss, perplexity, bits per character and the reference losses."
+    rec = dict(step=self.step, eval_loss=loss, eval_ppl=math.exp(min(loss, 50)))
+    if self.chars_per_token:
+        rec["eval_bits_per_char"] = loss / math.log(2) / self.chars_per_token
+    rec.update({f"{name}_loss": value for name, value in self.references.items()})
+    return rec
+
+
+def format_eval(rec):
+    "A held-out evaluation as the log shows it, beside its references."
+    refs = [f"{k[:-5]} {v:.4f}" for k, v in rec.items() if k.endswith("_loss") and k != "eval_loss"]
+    bpc = f" ({rec['eval_bits_per_char']:.3f} bits/char)" if "eval_bits_per_char" in rec else ""
+    return (f"step {rec['step']} held-out loss {rec['eval_loss']:.4f}{bpc} perplexity {rec['eval_ppl']:.1f}"
+            + (f" | {', '.join(refs)} (nats/token)" if refs else ""))
 
 # %% ../nbs/05_train.ipynb #c8e14744
 @patch(as_prop=True)
@@ -447,6 +515,8 @@ def fit(self: Trainer, resume=False):
     "Train until `total_steps` optimizer steps (continuing from the newest checkpoint if `resume`)."
     if resume and self.resume() and self.verbose:
         print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
+    if self.verbose and self.is_main:
+        print(f"MFU is reported against {self.peak_flops / 1e9:,.0f} GFLOP/s per worker: {self.peak_source}")
     batches = self.micro_batches()
     bar = tqdm(total=self.total_steps, initial=self.step, desc="train", disable=None if self.verbose else True,
                file=sys.stdout, dynamic_ncols=True)
@@ -457,7 +527,7 @@ def fit(self: Trainer, resume=False):
             bar.close()
     if self.is_main and self.history:
         import matplotlib.pyplot as plt
-        ax = plot_losses(self.history, self.eval_history)
+        ax = plot_losses(self.history, self.eval_history, references=self.references)
         ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
         plt.close(ax.figure)  # saved, not shown: a notebook would draw it a second time
     return self.history
@@ -473,22 +543,22 @@ def _loop(self: Trainer, batches, bar, stop):
         dt = time.perf_counter() - t0
         self.state["step"] += 1
         self.state["tokens_seen"] += self.tokens_per_step
+        achieved = self.flops_per_step / dt / self.world_size
+        if achieved > self.peak_flops:  # the peak is the fastest rate seen: MFU stays at or below 100%
+            self.peak_flops, self.peak_source = achieved, "the fastest training step seen (above the measured matmul peak)"
         rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
-                   tokens_per_s=self.tokens_per_step / dt, mfu=self.flops_per_step / dt / (self.peak_flops * self.world_size),
-                   step_ms=dt * 1e3, peak_rss_mb=peak_rss_mb())
+                   tokens_per_s=self.tokens_per_step / dt, mfu=achieved / self.peak_flops, step_ms=dt * 1e3,
+                   peak_rss_mb=peak_rss_mb())
         self.history.append(rec); self._log(rec)
         bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
         if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite):
-            tqdm.write(f"step {self.step}/{self.total_steps} loss {loss:.4f} lr {lr:.2e} grad_norm {norm:.3f} "
-                       f"scale {scale:g} overflow {not finite} {rec['tokens_per_s']:.0f} tok/s "
-                       f"mfu {rec['mfu']:.1%} {rec['step_ms']:.0f} ms/step rss {rec['peak_rss_mb']:.0f} MiB", file=sys.stdout)
+            tqdm.write(format_record(rec, self.total_steps), file=sys.stdout)
         last = self.step == self.total_steps
         if self.val_ds is not None and (self.step % cb.eval_interval == 0 or last):
-            ev = self.evaluate(cb.eval_batches)
-            erec = dict(step=self.step, eval_loss=ev, eval_ppl=math.exp(min(ev, 50)))
+            erec = self.eval_record(self.evaluate(None if last else cb.eval_batches))  # the last one: every row
             self.eval_history.append(erec); self._log(erec)
             if self.verbose and self.is_main:
-                tqdm.write(f"step {self.step} held-out loss {ev:.4f} perplexity {erec['eval_ppl']:.1f}", file=sys.stdout)
+                tqdm.write(format_eval(erec), file=sys.stdout)
         if self.step % cb.save_checkpoint_steps == 0 or last:
             self.save()
         for c in self.callbacks:

@@ -10,7 +10,7 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'LLAMA_HYPER', 'LLAMA_HF_IGNORE', 'MINDFO
            'parameter_arrays', 'hf_architecture', 'llama_config_from_hf', 'llama_config_to_hf', 'tiny_hf_model',
            'hf_model', 'Architecture', 'expected_shapes', 'load_hf_model', 'our_logits', 'hf_logits', 'export_hf',
            'save_ms_checkpoint', 'load_ms_checkpoint', 'encoder_config_from_hf', 'encoder_config_to_hf', 'load_weights',
-           'convert_weights', 'verify_weights', 'run_convert_weights', 'add_weights_commands']
+           'convert_weights', 'verify_weights', 'run_convert_weights']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
 import json, os, re, shutil, struct, sys, tempfile
@@ -761,21 +761,3 @@ def run_convert_weights(args, overrides=()):
         raise ValueError("convert-weights needs SRC and DST (or --verify HF_FOLDER [CHECKPOINT])")
     return convert_weights(args.src, args.dst, args.src_format, args.dst_format, config=args.config, dtype=args.dtype,
                            seq_length=args.seq_length, max_shard_mb=args.max_shard_mb, overwrite=args.overwrite)
-
-def add_weights_commands(subparsers):
-    "Add `convert-weights` to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
-    p = subparsers.add_parser("convert-weights", help="convert weights between Hugging Face, llmpt_nb and MindFormers",
-                              description="Convert weights: hf (a Hugging Face folder), ms (llmpt_nb .ckpt), mindformers "
-                                          "(.ckpt with MindFormers names). --verify compares logits with transformers.")
-    p.add_argument("src", help="source: a Hugging Face folder or a .ckpt")
-    p.add_argument("dst", nargs="?", default=None, help="destination folder (hf) or .ckpt; with --verify: a checkpoint to check")
-    p.add_argument("--from", dest="src_format", choices=FORMATS, default="hf", help="source format (default hf)")
-    p.add_argument("--to", dest="dst_format", choices=FORMATS, default="ms", help="destination format (default ms)")
-    p.add_argument("--config", default=None, help="YAML with model.model_config, for checkpoints that do not record it")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="weights dtype of the destination (default: the source's / float32)")
-    p.add_argument("--seq-length", dest="seq_length", type=int, default=None, help="positions of our model (default: max_position_embeddings, at most 8192)")
-    p.add_argument("--max-shard-mb", dest="max_shard_mb", type=float, default=None, help="split a Hugging Face export into shards of this size")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing destination")
-    p.add_argument("--verify", action="store_true", help="print the max |logit difference| against transformers for fixed sentences")
-    p.set_defaults(handler=run_convert_weights)
-    return p

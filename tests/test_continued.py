@@ -1,9 +1,9 @@
 """Continued MLM pretraining: masking, chunking, bucketing, tokenizer checks, and the command end to end."""
-import json, os, subprocess, sys
+import json, os, subprocess
 os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bin_path
 from llmpt_nb.continued import (mask_tokens, bucket_lengths, make_batches, padding_stats, build_char_vocab, IGNORE_INDEX,
                                 load_domain_documents)
 
@@ -89,10 +89,10 @@ def test_tokenizer_checks(tiny, tmp_path):
 
 
 def run_cli(*args, timeout=600):
-    code = "import sys; from llmpt_nb.continued import cli_main; sys.exit(cli_main(sys.argv[1:]))"
+    "The installed `llmpt` command."
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):

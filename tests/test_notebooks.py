@@ -1,5 +1,5 @@
 """Every chapter in nbs/ runs top to bottom, each in its own process (MindSpore keeps global state)."""
-import subprocess
+import json, subprocess
 import pytest
 from conftest import ROOT, bin_path
 
@@ -8,6 +8,13 @@ NOTEBOOKS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.start
 
 def test_there_are_chapters():
     assert len(NOTEBOOKS) >= 7, [p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_chapter_opens_without_a_kernel_dialog(nb):
+    "A stored Python 3 kernelspec: JupyterLab opens the chapter without asking which kernel to use."
+    spec = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("kernelspec", {})
+    assert spec.get("name") == "python3" and spec.get("language") == "python", (nb.name, spec)
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -1,14 +1,15 @@
 """Hugging Face <-> llmpt_nb <-> MindFormers weights: parity with transformers, round trips, and errors that name the tensor."""
-import argparse, json, os
+import json, os
 os.environ["HF_HUB_OFFLINE"] = "1"          # never download: every model is built offline from a config
 from pathlib import Path
 import numpy as np
 import pytest
 import mindspore as ms
+from llmpt_nb.cli import build_parser
 from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
 from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, save_ms_checkpoint,
-                              load_ms_checkpoint, convert_weights, parameter_arrays, our_logits, add_weights_commands,
-                              save_safetensors, to_mindformers, _damaged_copy)
+                              load_ms_checkpoint, convert_weights, parameter_arrays, our_logits, save_safetensors,
+                              to_mindformers, _damaged_copy)
 
 IDS = np.random.default_rng(1).integers(0, 128, (2, 20))
 
@@ -174,8 +175,7 @@ def test_training_checkpoint_uses_run_config(tmp_path):
 
 
 def test_cli_convert_and_errors(good_folder, tmp_path, capsys):
-    parser = argparse.ArgumentParser(prog="llmpt")
-    add_weights_commands(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     args = parser.parse_args(["convert-weights", "--from", "hf", "--to", "mindformers", str(good_folder), str(tmp_path / "mf.ckpt")])
     res = args.handler(args, [])
     assert res["dst_format"] == "mindformers" and "model.norm_out.weight" in capsys.readouterr().out

@@ -234,8 +234,8 @@ class CausalLMLoss(nn.Cell):
         return (nll * mask).sum() / ops.maximum(mask.sum(), 1.0)
 
 # %% ../../nbs/03_model.ipynb #3404c099
-def generate(net, prompt_ids, max_new_tokens=32, top_k=20, temperature=0.8, eos_id=None, pad_id=0, seed=0):
-    "Sample continuation ids for `prompt_ids` (list of ints); stops at `eos_id`."
+def generate(net, prompt_ids, max_new_tokens=32, top_k=20, temperature=0.8, eos_id=None, pad_id=0, seed=0, banned_ids=()):
+    "Sample continuation ids for `prompt_ids` (list of ints); stops at `eos_id`; never samples `banned_ids`."
     if not len(prompt_ids):
         raise ValueError("generate needs at least one prompt token: encode a prompt, or start from [tokenizer.bos_id]")
     if top_k < 1:
@@ -249,6 +249,7 @@ def generate(net, prompt_ids, max_new_tokens=32, top_k=20, temperature=0.8, eos_
         x = np.full((1, seq_length), pad_id, dtype=np.int32)
         x[0, :len(window)] = window
         logits = net(Tensor(x)).asnumpy()[0, len(window) - 1].astype(np.float64)
+        logits[list(banned_ids)] = -np.inf
         top = np.argsort(logits)[-top_k:]
         p = np.exp((logits[top] - logits[top].max()) / max(temperature, 1e-5))
         nxt = int(rng.choice(top, p=p / p.sum()))
