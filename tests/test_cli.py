@@ -169,5 +169,8 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"resumed from step {stopped}" in r.stdout
     assert digest(broken, 0) == digest(broken, 1) == digest(straight, 0)
+    losses = lambda out: [(r["step"], r["loss"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
+                          if "loss" in r]
+    assert losses(broken) == losses(straight) and [s for s, _ in losses(broken)] == [1, 2, 3, 4, 5]  # bitwise, once each
     s = json.loads((broken / "summary.json").read_text())
     assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
