@@ -175,13 +175,14 @@ def find_peak_flops(configured=None, busy_percent=25.0):
     if configured:
         return float(configured), "context.peak_flops in the config"
     cache = peak_cache_file()
+    shown = str(cache).replace(str(Path.home()), "~", 1)
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
         known = {}
     if _machine_key() in known:
         rec = known[_machine_key()]
-        return rec["flops"], f"a matmul peak measured on this machine on {rec['date']} (cached in {cache})"
+        return rec["flops"], f"a matmul peak measured on this machine on {rec['date']} (cached in {shown})"
     load = psutil.cpu_percent(interval=0.5)
     flops = measure_matmul_flops()
     if load > busy_percent:
@@ -189,7 +190,7 @@ def find_peak_flops(configured=None, busy_percent=25.0):
     known[_machine_key()] = {"flops": flops, "date": time.strftime("%Y-%m-%d")}
     try:
         atomic_write_text(cache, json.dumps(known, indent=1))
-        where = f"cached in {cache}"
+        where = f"cached in {shown}"
     except OSError:
         where = "the cache folder is not writable"
     return flops, f"a matmul peak measured just now on an idle machine ({where})"
