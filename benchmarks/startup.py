@@ -8,7 +8,7 @@ import argparse, os, shutil, subprocess, sys, time
 from pathlib import Path
 from machine import describe
 
-COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "convert-weights", "continue-pretrain", "launch"]
+COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "convert-weights", "continue-pretrain", "doctor", "launch"]
 
 
 def llmpt_script():

@@ -1,11 +1,18 @@
-"""Train the same tiny LLaMA with llmpt_nb (MindSpore GRAPH_MODE) and with PyTorch eager (Hugging Face
-LlamaForCausalLM, identical initial weights, same batches, same AdamW / schedule / clipping), and compare
-loss per step and tokens/s in one process.
+"""Train the same tiny LLaMA with llmpt_nb (MindSpore GRAPH_MODE, the packaged config's context: graph kernel fusion
+on) and with PyTorch eager (Hugging Face LlamaForCausalLM, identical initial weights, same batches, same AdamW /
+schedule / clipping), and compare loss per step, steady tokens/s and peak RSS. Each framework runs in its own
+process of this script, so each peak RSS is that framework's alone.
 
-    python benchmarks/train_vs_torch.py [--steps 30] [--batch 8] [--seq 256] [--accum 1] [--threads 2]
+    python benchmarks/train_vs_torch.py [--steps 20] [--batch B] [--seq T] [--accum A] [--threads 2] [--set KEY=VALUE]
+
+Sizes not given are the packaged default config's.
 """
-import argparse, os, platform, tempfile, time
+import argparse, json, os, resource, subprocess, sys, tempfile, time
+from pathlib import Path
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import describe
 
 
 def batches(vocab, batch, seq, steps, accum, seed=0):
@@ -26,55 +33,64 @@ def batches(vocab, batch, seq, steps, accum, seed=0):
     return rows.reshape(steps, accum, batch, seq + 1)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=30); ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=256); ap.add_argument("--accum", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2); ap.add_argument("--lr", type=float, default=1e-3)
-    a = ap.parse_args()
-    import torch, mindspore as ms
-    from mindspore import Tensor
-    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM as HFLlama
+def config(a):
+    "The packaged config with this run's sizes (the default's where not given); fills them into `a`."
     from llmpt_nb.config import load_config
-    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
-    from llmpt_nb.trainer import Trainer, set_context, warmup_cosine_lr
-    torch.set_num_threads(a.threads)
-    cfg = load_config(overrides=[f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}",
-                                 f"model.model_config.seq_length={a.seq}", f"runner_config.max_steps={a.steps}",
-                                 f"lr_schedule.learning_rate={a.lr}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000"])
-    mc, rc = cfg.model.model_config, cfg.runner_config
-    data = batches(mc.vocab_size, a.batch, a.seq, a.steps, a.accum)
-    set_context(cfg.context, cfg.seed)
-    net = LlamaForCausalLM(LlamaConfig.from_dict(mc))
+    sizes = {"runner_config.batch_size": a.batch, "runner_config.gradient_accumulation_steps": a.accum,
+             "model.model_config.seq_length": a.seq, "lr_schedule.learning_rate": a.lr}
+    cfg = load_config(overrides=[f"{k}={v}" for k, v in sizes.items() if v is not None] + a.set + [
+        f"runner_config.max_steps={a.steps}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000"])
+    rc = cfg.runner_config
+    a.batch, a.accum, a.seq = rc.batch_size, rc.gradient_accumulation_steps, cfg.model.model_config.seq_length
+    a.lr = cfg.lr_schedule.learning_rate
+    return cfg
 
+
+def peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_mindspore(a, work):
+    "The project's Trainer on the prepared batches; writes the initial weights for the PyTorch run."
+    import mindspore as ms, mindspore.dataset as mds
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    from llmpt_nb.trainer import Trainer, set_context
+    cfg = config(a)
+    set_context(cfg.context, cfg.seed)
+    net = LlamaForCausalLM(LlamaConfig.from_dict(cfg.model.model_config))
+    np.savez(work / "init.npz", **{p.name: p.asnumpy() for p in net.get_parameters()})
+    flat = np.load(work / "data.npy").reshape(-1, a.seq + 1)
+    ds = mds.NumpySlicesDataset({"input_ids": flat, "labels": flat}, shuffle=False).batch(a.batch)
+    tr = Trainer(net, cfg, ds, verbose=False, peak_flops=1.0)
+    t0 = time.perf_counter(); hist = tr.fit(); total = time.perf_counter() - t0
+    return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist], total_s=total,
+                n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)
+
+
+def run_torch(a, work):
+    "Hugging Face LlamaForCausalLM from the same initial weights, torch.optim.AdamW, the same schedule and clipping."
+    import torch
+    from transformers import LlamaConfig as HFConfig, LlamaForCausalLM as HFLlama
+    torch.set_num_threads(a.threads)
+    cfg = config(a); mc, o = cfg.model.model_config, cfg.optimizer
     hf = HFLlama(HFConfig(vocab_size=mc.vocab_size, hidden_size=mc.hidden_size, intermediate_size=mc.intermediate_size,
                           num_hidden_layers=mc.num_layers, num_attention_heads=mc.num_heads, num_key_value_heads=mc.n_kv_heads,
                           max_position_embeddings=mc.seq_length, rms_norm_eps=mc.rms_norm_eps, rope_theta=mc.rope_theta,
                           tie_word_embeddings=mc.tie_word_embeddings, attention_bias=False, mlp_bias=False))
-    sd = {p.name: torch.tensor(p.asnumpy()) for p in net.get_parameters()}
-    missing, unexpected = hf.load_state_dict(sd, strict=False)
-    assert not [m for m in missing if "rotary" not in m] and not unexpected, (missing, unexpected)
-
-    # --- MindSpore: the project's Trainer cells on the prepared batches
-    import mindspore.dataset as mds
-    flat = data.reshape(-1, a.seq + 1)
-    ds = mds.NumpySlicesDataset({"input_ids": flat, "labels": flat}, shuffle=False).batch(a.batch)
-    tr = Trainer(net, cfg, ds, verbose=False, peak_flops=1.0)
-    t0 = time.perf_counter(); ms_hist = tr.fit(); ms_time = time.perf_counter() - t0
-    ms_loss = [h["loss"] for h in ms_hist]
-    ms_steady = np.median([h["step_ms"] for h in ms_hist[2:]]) / 1e3
-
-    # --- PyTorch eager, same schedule; weight decay only on >= 2-D weights, as ours
-    o = cfg.optimizer
+    init = np.load(work / "init.npz")
+    missing, unexpected = hf.load_state_dict({k: torch.tensor(init[k]) for k in init.files}, strict=False)
+    tied = {"lm_head.weight"} if mc.tie_word_embeddings else set()  # the head is the embedding matrix
+    assert not [m for m in missing if "rotary" not in m and m not in tied] and not unexpected, (missing, unexpected)
+    data = np.load(work / "data.npy")
     decay = [p for p in hf.parameters() if p.ndim >= 2]; no_decay = [p for p in hf.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(o.beta1, o.beta2), eps=o.eps)
-    warm = max(1, int(cfg.lr_schedule.warmup_ratio * a.steps))
-    pt_loss, pt_times = [], []
+    lrs = np.load(work / "lrs.npy")  # chapter 05's schedule, computed by the parent (no MindSpore in this process)
+    losses, times = [], []
     for s in range(a.steps):
         t = time.perf_counter()
         for g in opt.param_groups:
-            g["lr"] = warmup_cosine_lr(s, a.lr, a.steps, warm, cfg.lr_schedule.lr_end)
+            g["lr"] = float(lrs[s])
         total = 0.0
         for m in range(a.accum):
             x = torch.tensor(data[s, m].astype(np.int64))
@@ -83,17 +99,52 @@ def main():
             (loss / a.accum).backward(); total += loss.item() / a.accum
         torch.nn.utils.clip_grad_norm_(hf.parameters(), cfg.runner_wrapper.max_grad_norm)
         opt.step(); opt.zero_grad(set_to_none=True)
-        pt_loss.append(total); pt_times.append(time.perf_counter() - t)
-    pt_steady = np.median(pt_times[2:])
-    tokens = a.batch * a.accum * a.seq
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, torch threads {a.threads}; model {tr.n_params / 1e6:.2f} M params, "
-          f"batch {a.batch}x{a.accum}, seq {a.seq}, {a.steps} steps")
+        losses.append(total); times.append(time.perf_counter() - t)
+    return dict(loss=losses, step_s=times, version=torch.__version__)
+
+
+def child(which, a, work):
+    out = (run_mindspore if which == "mindspore" else run_torch)(a, work)
+    out["peak_rss_mb"] = peak_rss_mb()
+    (work / f"{which}.json").write_text(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20); ap.add_argument("--batch", type=int)
+    ap.add_argument("--seq", type=int); ap.add_argument("--accum", type=int)
+    ap.add_argument("--threads", type=int, default=2); ap.add_argument("--lr", type=float)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other config override")
+    ap.add_argument("--child", choices=["mindspore", "torch"]); ap.add_argument("--work")
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child, a, Path(a.work))
+    from llmpt_nb.trainer import warmup_cosine_lr
+    cfg = config(a)
+    work = Path(tempfile.mkdtemp())
+    np.save(work / "data.npy", batches(cfg.model.model_config.vocab_size, a.batch, a.seq, a.steps, a.accum))
+    warm = max(1, int(cfg.lr_schedule.warmup_ratio * a.steps))
+    np.save(work / "lrs.npy", [warmup_cosine_lr(s, a.lr, a.steps, warm, cfg.lr_schedule.lr_end) for s in range(a.steps)])
+    print(describe())
+    res = {}
+    for which in ("mindspore", "torch"):  # one after the other: never two heavy jobs on the cores at once
+        subprocess.run([sys.executable, __file__, "--child", which, "--work", str(work)] + sys.argv[1:], check=True)
+        res[which] = json.loads((work / f"{which}.json").read_text())
+    ms_, pt = res["mindspore"], res["torch"]
+    print(f"model {ms_['n_params'] / 1e6:.2f} M params, batch {a.batch}x{a.accum}, seq {a.seq}, {a.steps} steps; "
+          f"MindSpore {ms_['version']} (graph kernel {'on' if ms_['graph_kernel'] else 'off'}), PyTorch {pt['version']} "
+          f"({a.threads} threads)")
     print("step  mindspore  pytorch")
     for s in range(0, a.steps, max(1, a.steps // 10)):
-        print(f"{s + 1:4d}  {ms_loss[s]:.4f}     {pt_loss[s]:.4f}")
-    print(f"max |loss diff| over all steps: {np.max(np.abs(np.array(ms_loss) - np.array(pt_loss))):.2e}")
-    print(f"steady tokens/s: mindspore {tokens / ms_steady:.0f}, pytorch eager {tokens / pt_steady:.0f}, "
-          f"ratio {pt_steady / ms_steady:.2f}x; mindspore total incl. compile {ms_time:.1f} s")
+        print(f"{s + 1:4d}  {ms_['loss'][s]:.4f}     {pt['loss'][s]:.4f}")
+    diff = np.max(np.abs(np.array(ms_["loss"]) - np.array(pt["loss"])))
+    print(f"max |loss diff| over all steps: {diff:.2e}")
+    tokens = a.batch * a.accum * a.seq
+    ms_step, pt_step = np.median(ms_["step_s"][2:]), np.median(pt["step_s"][2:])
+    print(f"steady tokens/s: mindspore {tokens / ms_step:.0f}, pytorch eager {tokens / pt_step:.0f}, "
+          f"ratio {pt_step / ms_step:.2f}x; mindspore total incl. compile {ms_['total_s']:.1f} s")
+    print(f"peak RSS: mindspore {ms_['peak_rss_mb']:.0f} MiB, pytorch eager {pt['peak_rss_mb']:.0f} MiB, "
+          f"ratio {ms_['peak_rss_mb'] / pt['peak_rss_mb']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['softmax_np', 'attention_np', 'causal_mask', 'scaled_dot_product_attention', 'rope_frequencies', 'rotate_half',
-           'apply_rope', 'repeat_kv', 'plot_attention']
+           'rotate_half_matrix', 'apply_rope', 'repeat_kv', 'plot_attention']
 
 # %% ../nbs/00_attention.ipynb #932facd2
 import math
@@ -58,9 +58,20 @@ def rotate_half(x):
     half = x.shape[-1] // 2
     return ops.cat([-x[..., half:], x[..., :half]], axis=-1)
 
-def apply_rope(x, cos, sin):
-    "Rotate x (batch, heads, seq, head_dim) by the position angles in cos/sin (seq, head_dim)."
-    return x * cos + rotate_half(x) * sin
+def rotate_half_matrix(head_dim):
+    "The signed permutation R with x @ R == rotate_half(x), exactly (each output is one input times +-1)."
+    half, i = head_dim // 2, np.arange(head_dim // 2)
+    r = np.zeros((head_dim, head_dim), np.float32)
+    r[i + half, i], r[i, i + half] = -1.0, 1.0
+    return r
+
+def apply_rope(x, cos, sin, rot=None):
+    """Rotate x (..., seq, head_dim) by the position angles in cos/sin (seq, head_dim). With `rot`
+    (`rotate_half_matrix` as a Tensor) the half-rotation is one matmul instead of two slices and a concat."""
+    if rot is None:
+        return x * cos + rotate_half(x) * sin
+    d = x.shape[-1]
+    return x * cos + ops.matmul(x.reshape(-1, d), rot.astype(x.dtype)).reshape(x.shape) * sin
 
 # %% ../nbs/00_attention.ipynb #e8b9d83b
 def repeat_kv(x, n_rep):

@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcast_parameters', 'check_shard_files',
-           'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroAdamW', 'ShardedAccumulateStep', 'ShardedApplyStep',
-           'GatherShard', 'Zero3Linear', 'Zero3RMSNorm', 'Zero3Embedding', 'shard_model', 'full_shapes',
-           'unshard_model', 'build_train_cells', 'rank_memory', 'comm_per_step', 'zero_memory_per_rank',
-           'parallel_plan', 'apply_parallel_plan', 'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage',
-           'run_worker', 'collect_results', 'load_weights', 'max_weight_diff', 'results_table']
+           'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroAdamW', 'ShardedAccumulateStep', 'GatherShard',
+           'Zero3Linear', 'Zero3RMSNorm', 'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model',
+           'build_train_cells', 'rank_memory', 'comm_per_step', 'zero_memory_per_rank', 'parallel_plan',
+           'apply_parallel_plan', 'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage', 'run_worker',
+           'collect_results', 'load_weights', 'max_weight_diff', 'results_table']
 
 # %% ../nbs/09_parallel.ipynb #9f437c81
 import argparse, functools, json, math, os, resource, sys, time
@@ -18,7 +18,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
-from .trainer import AdamW, AccumulateStep, ApplyStep, set_context, peak_rss_mb, _ScaledLoss
+from .trainer import AdamW, AccumulateStep, ApplyStep, adamw_math, bias_corrections, set_context, peak_rss_mb, _ScaledLoss
 
 # %% ../nbs/09_parallel.ipynb #43c1a685
 def under_msrun():
@@ -94,7 +94,7 @@ def rank_dataset(path, rank, world_size, batch_size=None, shuffle=False, seed=No
 
 # %% ../nbs/09_parallel.ipynb #62a0ee86
 class GradAllReduce(nn.Cell):
-    "grad_reducer for ApplyStep: the mean of each gradient over the ranks (AllReduce SUM / N)."
+    "grad_reducer for ApplyStep: each gradient summed over the ranks (AllReduce SUM)."
     def __init__(self, world_size):
         super().__init__()
         self.world = world_size
@@ -103,7 +103,7 @@ class GradAllReduce(nn.Cell):
     def construct(self, grads):
         if self.world == 1:
             return grads
-        return tuple(self.allreduce(g) / self.world for g in grads)
+        return tuple(self.allreduce(g) for g in grads)
 
 # %% ../nbs/09_parallel.ipynb #d027cf27
 def shard_range(numel, rank, world_size):
@@ -121,7 +121,7 @@ def _flat_slice(x, numel, padded, start, chunk):
 
 # %% ../nbs/09_parallel.ipynb #455862a3
 class ZeroAdamW(nn.Cell):
-    "AdamW whose state (and update) is split over ranks: construct(grads, lr) like trainer.AdamW."
+    "AdamW whose state (and update) is split over ranks: construct(grads, lr, coef) like trainer.AdamW."
     def __init__(self, params, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, stage=1, rank=0, world_size=1,
                  full_shapes=None):
         super().__init__(auto_prefix=False)
@@ -144,21 +144,20 @@ class ZeroAdamW(nn.Cell):
         self.eps, self.one = Tensor(eps, ms.float32), Tensor(1.0, ms.float32)
         self.allgather = ops.AllGather() if world_size > 1 and stage < 3 else None
 
-    def construct(self, grads, lr):
-        step = ops.assign_add(self.global_step, ops.ones((), ms.int32)).astype(ms.float32)
-        bc1, bc2 = self.one - ops.pow(self.beta1, step), self.one - ops.pow(self.beta2, step)
+    def construct(self, grads, lr, coef=None):
+        coef = self.one if coef is None else coef
+        bc1, bc2 = bias_corrections(self.global_step, self.beta1, self.beta2, self.one)
         for i in range(len(self.params)):
             param, m, v = self.params[i], self.exp_avg[i], self.exp_avg_sq[i]
             numel, padded, start, chunk = self.numel[i], self.padded[i], self.start[i], self.chunk[i]
             g = grads[i].astype(ms.float32)
             if self.stage == 1:
                 g = _flat_slice(g, numel, padded, start, chunk)
+            g = g * coef
             p = param.astype(ms.float32)
             if self.stage < 3:
                 p = _flat_slice(p, numel, padded, start, chunk)
-            m_new = self.beta1 * m + (self.one - self.beta1) * g
-            v_new = self.beta2 * v + (self.one - self.beta2) * g * g
-            p = p - lr * self.decay[i] * p - lr * (m_new / bc1) / (ops.sqrt(v_new / bc2) + self.eps)
+            p, m_new, v_new = adamw_math(p, m, v, g, lr, bc1, bc2, self.decay[i], self.beta1, self.beta2, self.eps, self.one)
             ops.assign(m, m_new)
             ops.assign(v, v_new)
             if self.stage < 3:
@@ -168,7 +167,8 @@ class ZeroAdamW(nn.Cell):
                     p = p[:numel]
                 p = p.reshape(self.shapes[i])
             ops.assign(param, p.astype(param.dtype))
-        return step
+        ops.assign_add(self.global_step, ops.ones((), ms.int32))
+        return bc1
 
     def state_bytes(self):
         "Bytes of optimizer state on this rank (both moments)."
@@ -204,35 +204,6 @@ class ShardedAccumulateStep(nn.Cell):
 
     def comm_bytes(self):
         return {"allreduce": 4 * sum(self.padded) if self.world > 1 else 0}
-
-
-class ShardedApplyStep(nn.Cell):
-    "ZeRO-2/3 apply: mean of the gradient slices, global norm over ranks, clip, update the slices, zero the buffers."
-    def __init__(self, optimizer, accum, accum_steps, max_grad_norm=1.0, use_clip=True, world_size=1):
-        super().__init__(auto_prefix=False)
-        self.optimizer, self.accum, self.world = optimizer, accum, world_size
-        self.accum_steps, self.max_norm, self.use_clip = float(accum_steps), float(max_grad_norm), use_clip
-        self.allreduce = ops.AllReduce() if world_size > 1 else None
-        self.hyper_map = ops.HyperMap()
-
-    def construct(self, lr, scale):
-        denom = scale * self.accum_steps * self.world  # the slices hold sums over ranks
-        grads = tuple(g / denom for g in self.accum)
-        sq = ops.addn([ops.reduce_sum(g * g) for g in grads]).reshape(1)
-        if self.world > 1:
-            sq = self.allreduce(sq)
-        norm = ops.sqrt(sq[0])
-        finite = ops.isfinite(norm)
-        if self.use_clip:
-            factor = ops.minimum(self.max_norm / (norm + 1e-6), 1.0)
-            grads = tuple(g * factor for g in grads)
-        if finite:
-            self.optimizer(grads, lr)
-        self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
-        return norm, finite
-
-    def comm_bytes(self):
-        return {"allreduce": 4 if self.world > 1 else 0}
 
 # %% ../nbs/09_parallel.ipynb #5ab4630b
 class GatherShard(nn.Cell):
@@ -272,7 +243,7 @@ class Zero3RMSNorm(RMSNorm):
     def construct(self, x):
         w = self.gather(self.weight)
         h = x.astype(self.compute_dtype)
-        h = h * self.rsqrt(self.mean(h * h, -1) + self.eps)
+        h = h * self.rsqrt(self.sum(h * h, -1) * self.inv_dim + self.eps)
         return (h * w.astype(self.compute_dtype)).astype(x.dtype)
 
 
@@ -370,10 +341,9 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
         accumulate = ShardedAccumulateStep(loss_net, params, accum, rank, world_size)
     else:
         accumulate = AccumulateStep(loss_net, params, accum)
-    if zero_stage <= 1:
-        apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, grad_reducer=reducer)
-    else:
-        apply = ShardedApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size)
+    sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
+    apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
+                      grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None)
     return TrainCells(optimizer, accum, accumulate, apply, params)
 
 # %% ../nbs/09_parallel.ipynb #8c87a985

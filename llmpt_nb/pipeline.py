@@ -36,6 +36,8 @@ SMOKE_OVERRIDES = {
     "processor.tokenizer.character_coverage": 0.98,
     "model.model_config.vocab_size": 2000,
     "runner_config.max_steps": 2,
+    "runner_config.batch_size": 8,                 # 2 x 8: the smoke run exercises gradient accumulation
+    "runner_config.gradient_accumulation_steps": 2,
     "callbacks.eval_batches": 2,
     "callbacks.log_interval": 1,
 }
@@ -290,7 +292,8 @@ def finish_run(cfg, run, out, seconds):
         output_dir=str(out), parameters=count_parameters(run.net), steps=len(history),
         first_loss=history[0]["loss"], last_loss=history[-1]["loss"], eval_loss=evals[-1]["eval_loss"] if evals else None,
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
-        peak_rss_mb=history[-1]["peak_rss_mb"], roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"],
+        tokens_seen=run.trainer.state["tokens_seen"], peak_rss_mb=history[-1]["peak_rss_mb"],
+        roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"],
         checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), sample=sample, seconds=seconds)
     if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
         b = run.baselines
@@ -308,7 +311,7 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     Under `llmpt launch` (msrun) every worker runs this: rank 0 prepares the tokenizer and data, each rank reads its shard."""
     t0 = time.time()
     cfg = resolve_config(config, overrides, smoke)
-    set_context(cfg.context, cfg.seed)
+    set_context(cfg.context, cfg.seed, cfg.amp_level)
     rank, world = init_distributed()
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
     resumed, changes, at = resume or cfg.resume_training, {}, 0

@@ -1,4 +1,4 @@
-import os, sys
+import os, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -16,3 +16,13 @@ def env():
     e = dict(os.environ)
     e["PATH"] = str(Path(sys.executable).parent) + os.pathsep + e.get("PATH", "")
     return e
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, env):
+    "The docs site built once per test session as the README says (`mkdocs build --strict`) into a temporary folder."
+    out = tmp_path_factory.mktemp("site")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, "mkdocs build failed (pip install -e '.[docs]'?):\n" + r.stdout[-3000:] + r.stderr[-6000:]
+    return out

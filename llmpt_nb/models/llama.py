@@ -14,7 +14,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
-from ..attention import causal_mask, rope_frequencies, apply_rope, repeat_kv, scaled_dot_product_attention
+from ..attention import (causal_mask, rope_frequencies, rotate_half_matrix, apply_rope, repeat_kv,
+                                 scaled_dot_product_attention)
 
 # %% ../../nbs/03_model.ipynb #edbd7092
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
@@ -87,12 +88,12 @@ class RMSNorm(nn.Cell):
     def __init__(self, dim, eps=1e-5, param_dtype=ms.float32, compute_dtype=ms.float32):
         super().__init__()
         self.weight = Parameter(initializer("ones", (dim,), param_dtype), name="weight")
-        self.mean, self.rsqrt = ops.ReduceMean(keep_dims=True), ops.Rsqrt()
-        self.eps, self.compute_dtype = eps, compute_dtype
+        self.sum, self.rsqrt = ops.ReduceSum(keep_dims=True), ops.Rsqrt()  # ReduceSum fuses; ReduceMean does not
+        self.eps, self.compute_dtype, self.inv_dim = eps, compute_dtype, 1.0 / dim
 
     def construct(self, x):
         h = x.astype(self.compute_dtype)
-        h = h * self.rsqrt(self.mean(h * h, -1) + self.eps)
+        h = h * self.rsqrt(self.sum(h * h, -1) * self.inv_dim + self.eps)
         return (h * self.weight.astype(self.compute_dtype)).astype(x.dtype)
 
 # %% ../../nbs/03_model.ipynb #e91c9cc1
@@ -107,17 +108,17 @@ class LlamaAttention(nn.Cell):
         self.v_proj = Linear(cfg.hidden_size, cfg.n_kv_heads * cfg.head_dim, std, pt, dt)
         self.o_proj = Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, std, pt, dt)
         cos, sin = rope_frequencies(cfg.head_dim, cfg.seq_length, cfg.rope_theta)
-        self.cos, self.sin = Tensor(cos, dt), Tensor(sin, dt)
+        self.cos, self.sin = Tensor(cos[:, None], dt), Tensor(sin[:, None], dt)  # (seq, 1, head_dim): heads broadcast
+        self.rot = Tensor(rotate_half_matrix(cfg.head_dim), dt)
         self.mask = causal_mask(cfg.seq_length)
         self.softmax_dtype = DTYPES[cfg.softmax_compute_type]
 
     def construct(self, x):
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
-        k = self.k_proj(x).reshape(b, t, self.n_kv, self.head_dim).swapaxes(1, 2)
+        cos, sin = self.cos[:t], self.sin[:t]  # RoPE before the heads move forward: reshapes stay free
+        q = apply_rope(self.q_proj(x).reshape(b, t, self.n_heads, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
+        k = apply_rope(self.k_proj(x).reshape(b, t, self.n_kv, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
         v = self.v_proj(x).reshape(b, t, self.n_kv, self.head_dim).swapaxes(1, 2)
-        cos, sin = self.cos[:t], self.sin[:t]
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         rep = self.n_heads // self.n_kv
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)
         out = scaled_dot_product_attention(q, k, v, self.mask[:t, :t], self.softmax_dtype)

@@ -1,0 +1,110 @@
+"""Where the time of one training step goes: MindSpore's profiler around the project's real train step (the
+packaged config's model and context, random token batches), then the time per op type, and the matmul shapes of
+that model timed alone in MindSpore and in PyTorch (the kernel that dominates the step).
+
+    python benchmarks/profile_step.py [--steps 5] [--seq 256] [--batch 8] [--accum 2]
+"""
+import argparse, csv, subprocess, sys, tempfile, time
+from collections import defaultdict
+from pathlib import Path
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import describe
+
+
+def profile(a, out):
+    import mindspore as ms, mindspore.dataset as mds
+    from mindspore import Profiler
+    from llmpt_nb.config import load_config
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    from llmpt_nb.trainer import Trainer, set_context
+    cfg = load_config(overrides=[f"output_dir={tempfile.mkdtemp()}", f"model.model_config.seq_length={a.seq}",
+                                 f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}"])
+    mc = cfg.model.model_config
+    set_context(cfg.context, 0)
+    net = LlamaForCausalLM(LlamaConfig.from_dict(mc))
+    rows = np.random.default_rng(0).integers(0, mc.vocab_size, ((a.steps + 3) * a.batch * a.accum, a.seq + 1)).astype(np.int32)
+    tr = Trainer(net, cfg, mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(a.batch),
+                 verbose=False, peak_flops=1.0)
+    batches = tr.micro_batches()
+    for _ in range(3):  # compile and warm up outside the profile
+        tr.train_step(batches)
+    prof = Profiler(output_path=str(out))
+    t = time.perf_counter()
+    for _ in range(a.steps):
+        tr.train_step(batches)
+    wall = time.perf_counter() - t
+    prof.analyse()
+    return wall, bool(cfg.context.enable_graph_kernel), (a.batch * a.seq, mc.hidden_size, mc.intermediate_size, mc.vocab_size)
+
+
+def op_table(out, steps):
+    "ms per step by op type, from the profiler's CPU op details; graph-kernel fusions are one row."
+    detail = next(Path(out).rglob("cpu_op_detail_info_0.csv"))
+    per_type = defaultdict(float)
+    for r in csv.DictReader(open(detail)):
+        kind = "fused (graph kernel)" if r["op_type"].startswith("GraphKernel") else r["op_type"]
+        per_type[kind] += float(r["op_total_time(ms)"]) / steps
+    return sorted(per_type.items(), key=lambda kv: -kv[1])
+
+
+MATMUL = """
+import sys, time, numpy as np
+rows, d, ff, vocab = map(int, sys.argv[2:6])
+shapes = [(rows, d, ff), (rows, ff, d), (rows, d, vocab), (d, rows, ff)]
+rng = np.random.default_rng(0)
+def best(f):
+    f(); ts = []
+    for _ in range(10):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return min(ts)
+if sys.argv[1] == "torch":
+    import torch; torch.set_num_threads(2)
+    run = lambda a, b: (lambda: a @ b)
+    make = torch.tensor
+else:
+    import mindspore as ms
+    from mindspore import nn, ops, Tensor
+    ms.set_context(mode=ms.GRAPH_MODE)
+    class MM(nn.Cell):
+        def __init__(self): super().__init__(); self.mm = ops.MatMul()
+        def construct(self, a, b): return self.mm(a, b)
+    cell = MM()
+    run = lambda a, b: (lambda: cell(a, b).asnumpy())
+    make = Tensor
+for m, k, n in shapes:
+    a, b = make(rng.standard_normal((m, k), dtype=np.float32)), make(rng.standard_normal((k, n), dtype=np.float32))
+    print(f"{m}x{k} @ {k}x{n} {2 * m * k * n / best(run(a, b)) / 1e9:.0f}")
+"""
+
+
+def matmul_rates(which, dims):
+    script = Path(tempfile.mkdtemp()) / "matmul.py"  # MindSpore compiles a Cell only from a source file
+    script.write_text(MATMUL)
+    out = subprocess.run([sys.executable, str(script), which, *map(str, dims)], capture_output=True, text=True, check=True)
+    return dict(line.rsplit(" ", 1) for line in out.stdout.strip().splitlines())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=5); ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=8); ap.add_argument("--accum", type=int, default=2)
+    a = ap.parse_args()
+    print(describe())
+    out = Path(tempfile.mkdtemp())
+    wall, fused, dims = profile(a, out)
+    table = op_table(out, a.steps)
+    total = sum(ms for _, ms in table)
+    print(f"train step, seq {a.seq}, micro-batch {a.batch} x {a.accum}, graph kernel {'on' if fused else 'off'}: "
+          f"{wall / a.steps * 1e3:.0f} ms per step under the profiler, {total:.0f} ms in ops")
+    for kind, ms_ in table[:14]:
+        print(f"  {kind:28s} {ms_:7.1f} ms  {100 * ms_ / total:5.1f}%")
+    ms_rates, pt_rates = matmul_rates("mindspore", dims), matmul_rates("torch", dims)
+    print("the model's matmul shapes alone, GFLOP/s (best of 10): MindSpore MatMul vs PyTorch")
+    for shape in ms_rates:
+        print(f"  {shape:28s} {ms_rates[shape]:>5s} vs {pt_rates[shape]:>5s}")
+
+
+if __name__ == "__main__":
+    main()

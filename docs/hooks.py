@@ -1,0 +1,182 @@
+"""MkDocs hooks for the workbook's site (named in mkdocs.yml; run by `mkdocs build`).
+
+The notebooks in nbs/ are the only source of the site, rendered with the outputs they store (never executed).
+These hooks add what mkdocs-jupyter does not do by itself:
+
+1. **Navigation from the folder**: index first, then every chapter (a notebook whose name starts with a digit) in
+   name order, then the glossary and "Coming from MindFormers", then any other notebook. A new chapter needs no
+   config edit. A `nav:` written in mkdocs.yml takes precedence.
+2. **Widgets as static outputs**: a live training view (an ipywidgets VBox of an HTML line and an Output holding
+   the loss plot) is stored in the notebook's widget state, which a browser can only draw by downloading the
+   widget JavaScript. Each widget output is replaced by what its state holds (HTML, a progress bar, the Output's
+   own outputs, images included) in a temporary copy of the notebook, so the page shows the plot offline.
+3. **Links between notebooks**: `[chapter 05](05_train.ipynb)` opens the notebook in Jupyter; on the site it
+   is rewritten to that chapter's page.
+4. **A table of contents that matches the headings**, inline code included.
+"""
+import copy, html, json, re, shutil, tempfile
+from pathlib import Path
+
+CHAPTER = re.compile(r"^\d")
+GUIDES = ("glossary.ipynb", "from_mindformers.ipynb")
+_staged = {"dir": None}
+
+
+def page_notebooks(docs_dir):
+    "Names of the notebooks that become pages: every *.ipynb not starting with `_` or `.`, sorted."
+    return sorted(p.name for p in Path(docs_dir).glob("*.ipynb") if not p.name.startswith(("_", ".")))
+
+
+def notebook_title(path):
+    "The first level-1 heading of a notebook's markdown cells, or None."
+    for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "markdown": continue
+        for line in "".join(cell["source"]).splitlines():
+            if line.startswith("# "): return line[2:].replace("`", "").strip()   # nav titles are plain text
+    return None
+
+
+def build_nav(docs_dir):
+    "MkDocs `nav`: index, the chapters in name order (titled 'NN title'), the guides, then any other notebook."
+    names = page_notebooks(docs_dir)
+    title = lambda n: notebook_title(Path(docs_dir) / n) or n[:-6]
+    chapters = [n for n in names if CHAPTER.match(n)]
+    nav = [{"Home": "index.ipynb"}] if "index.ipynb" in names else []
+    nav.append({"Chapters": [{f"{n.split('_')[0]} {title(n)}": n} for n in chapters]})
+    nav += [{title(n): n} for n in GUIDES if n in names]
+    nav += [{title(n): n} for n in names if n not in chapters and n not in GUIDES and n != "index.ipynb"]
+    return nav
+
+
+# ---- widgets -> static outputs -------------------------------------------------------------------------------
+
+def _model(ref, state):
+    return state.get(ref.removeprefix("IPY_MODEL_")) if isinstance(ref, str) else None
+
+
+def _leaf_html(m):
+    "HTML for a leaf widget, or None if it is not one we know."
+    name, s = m["model_name"], m["state"]
+    if name in ("HTMLModel", "HTMLMathModel"): return s.get("value", "")
+    if name in ("LabelModel", "TextModel"): return html.escape(str(s.get("value", "")))
+    if name in ("FloatProgressModel", "IntProgressModel"):
+        lo, hi, v = float(s.get("min", 0)), float(s.get("max", 100)), float(s.get("value", 0))
+        return f'<progress value="{v - lo:g}" max="{hi - lo:g}"></progress>'
+    return None
+
+
+def _row_html(m, state):
+    "An HBox (a tqdm bar: description, bar, counts) as one line of HTML, or None."
+    parts = []
+    for ref in m["state"].get("children", []):
+        c = _model(ref, state)
+        h = _leaf_html(c) if c else None
+        if h is None: return None
+        parts.append(h)
+    return '<div style="display:flex;gap:0.6em;align-items:center">' + " ".join(parts) + "</div>"
+
+
+def widget_outputs(model_id, state):
+    "The static outputs a stored widget stands for (a list of nbformat outputs), or None if it cannot be drawn."
+    m = state.get(model_id)
+    if m is None: return None
+    name = m["model_name"]
+    if name == "OutputModel": return copy.deepcopy(m["state"].get("outputs", []))
+    if name == "HBoxModel":
+        h = _row_html(m, state)
+        if h is not None: return [{"output_type": "display_data", "metadata": {}, "data": {"text/html": h}}]
+    if name in ("VBoxModel", "BoxModel", "HBoxModel"):
+        outs = []
+        for ref in m["state"].get("children", []):
+            c = _model(ref, state)
+            sub = widget_outputs(ref.removeprefix("IPY_MODEL_"), state) if c else None
+            if sub is None: return None
+            outs += sub
+        return outs
+    h = _leaf_html(m)
+    if h is None: return None
+    return [{"output_type": "display_data", "metadata": {}, "data": {"text/html": h}}] if h else []
+
+
+def flatten_widgets(nb):
+    "A copy of notebook `nb` (a dict) with each widget output replaced by its static outputs, or its text if none."
+    nb = copy.deepcopy(nb)
+    state = nb.get("metadata", {}).pop("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code": continue
+        outs = []
+        for o in cell.get("outputs", []):
+            view = o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view is None: outs.append(o); continue
+            static = widget_outputs(view.get("model_id", ""), state)
+            if static is not None: outs += static; continue
+            data = {k: v for k, v in o["data"].items() if k != "application/vnd.jupyter.widget-view+json"}
+            if data: outs.append({**o, "data": data})
+        cell["outputs"] = outs
+    return nb
+
+
+# ---- MkDocs events ---------------------------------------------------------------------------------------------
+
+def on_config(config):
+    if not config.nav: config.nav = build_nav(config.docs_dir)
+    return config
+
+
+def on_files(files, config):
+    "Point each notebook page at a copy whose widgets are static outputs (the notebooks in nbs/ are not touched)."
+    _cleanup()
+    tmp = Path(tempfile.mkdtemp(prefix="llmpt-docs-"))
+    _staged["dir"] = tmp
+    for f in files:
+        if not f.src_uri.endswith(".ipynb") or f.abs_src_path is None: continue
+        nb = json.loads(Path(f.abs_src_path).read_text(encoding="utf-8"))
+        dest = tmp / f.src_uri
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(flatten_widgets(nb), ensure_ascii=False), encoding="utf-8")
+        f.abs_src_path = str(dest)
+    return files
+
+
+_LINK = re.compile(r'href="([^"/:#?]+\.ipynb)(#[^"]*)?"')
+_HEADING = re.compile(r'<h([1-6])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+_ANCHOR = re.compile(r'<a class="anchor-link".*?</a>', re.S)
+
+
+def toc_tokens(html_text, depth=3):
+    "Table-of-contents tokens (MkDocs' format) from the page's own headings, with their ids and full titles."
+    root = {"level": 0, "children": []}
+    stack = [root]
+    for m in _HEADING.finditer(html_text):
+        level = int(m.group(1))
+        if level > depth: continue
+        text = html.unescape(re.sub(r"<[^>]+>", "", _ANCHOR.sub("", m.group(3)))).strip()
+        tok = {"level": level, "id": m.group(2), "name": html.escape(text), "children": []}
+        while stack[-1]["level"] >= level: stack.pop()
+        stack[-1]["children"].append(tok)
+        stack.append(tok)
+    return root["children"]
+
+
+def on_page_content(html_text, page, config, files):
+    """Links to a notebook of the site go to its page; the table of contents is made from the page's headings
+    (mkdocs-jupyter's own drops inline code from titles, so `## The `llmpt` command` linked to a missing anchor)."""
+    def fix(m):
+        target = files.get_file_from_path(m.group(1))
+        if target is None or not target.src_uri.endswith(".ipynb"): return m.group(0)
+        return f'href="{target.url_relative_to(page.file)}{m.group(2) or ""}"'
+    if page.file.src_uri.endswith(".ipynb"):
+        from mkdocs.structure.toc import get_toc
+        plugin = config.plugins.get("mkdocs-jupyter")
+        page.toc = get_toc(toc_tokens(html_text, plugin.config["toc_depth"] if plugin else 3))
+    return _LINK.sub(fix, html_text)
+
+
+def _cleanup():
+    if _staged["dir"] is not None: shutil.rmtree(_staged["dir"], ignore_errors=True)
+    _staged["dir"] = None
+
+
+def on_post_build(config): _cleanup()
+def on_build_error(error): _cleanup()
+def on_shutdown(): _cleanup()

@@ -1,0 +1,382 @@
+"""The workbook as a reader meets it, in a real browser (headless Chromium driven by Selenium):
+
+1. chapter 00 opened in JupyterLab starts its Python 3 kernel without asking, and Run > Run All Cells finishes with
+   no error or warning in any output and the attention heatmap drawn as an image;
+2. `pretrain(..., live=True)` redraws its loss plot while it trains and leaves exactly one figure behind;
+3. the docs site (mkdocs build) lists the chapters on its index page, and chapter 00's page shows the heatmap;
+   both pages load their stylesheets, with no broken image and no console error of the site.
+A notebook that warns, writes to stderr and raises on purpose shows that the output checks can fail.
+
+Part of the default `python -m pytest` (about 1.5 min on 2 cores); `python -m pytest -m browser` runs only these.
+Skipped unless Chromium and ChromeDriver are installed (Debian/Ubuntu: `apt-get install chromium chromium-driver`;
+.ci/run installs them); Selenium comes with the test extras (`pip install -e ".[test]"`).
+JupyterLab works on copies of the notebooks in a temporary folder; nothing in nbs/ is changed. On a failure, a
+screenshot, the page's HTML and the browser's console are saved to a temporary folder named in the message.
+"""
+import contextlib, hashlib, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
+from pathlib import Path
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+if not (CHROMIUM and CHROMEDRIVER):
+    pytestmark = [pytestmark, pytest.mark.skip(reason="needs Chromium and ChromeDriver on PATH "
+                                                      "(Debian/Ubuntu: apt-get install chromium chromium-driver)")]
+
+CHAPTER = "00_attention.ipynb"
+LIVE = "live_training.ipynb"
+BAD = "errors_on_purpose.ipynb"   # the output checks must see errors and warnings: a notebook that makes them
+STEPS = 12                        # LivePlot redraws every 5 steps and at the last: steps 5, 10 and 12
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_http(url, proc, timeout, log, headers=None):
+    "Poll `url` until it answers 200; fail early if `proc` exits."
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode} before answering:\n{Path(log).read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5) as r:
+                if r.status == 200: return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"{url} did not answer within {timeout} s:\n{Path(log).read_text()[-4000:]}")
+
+
+@contextlib.contextmanager
+def server(cmd, cwd, env, log, url, timeout, headers=None):
+    "A server subprocess in its own process group, ready when `url` answers; stopped (and its group) at exit."
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_http(url, proc, timeout, log, headers)
+        yield proc
+    finally:
+        proc.terminate()                    # jupyter server shuts its kernels down on SIGTERM
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)          # anything of this group still alive (a kernel that did not stop)
+        proc.wait(30)
+
+
+# ---- fixtures ----------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def evidence(tmp_path_factory):
+    return tmp_path_factory.mktemp("browser-evidence")
+
+
+@pytest.fixture(scope="module")
+def browser(evidence):
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("Selenium is not installed: pip install -e '.[test]'")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000",
+              "--no-first-run", "--disable-extensions", "--disable-background-networking",
+              # only this machine: any other host name fails at once (the docs pages name a MathJax CDN)
+              "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # explicit binaries: Selenium Manager is never asked to download a browser or a driver
+    service = Service(executable_path=CHROMEDRIVER, log_output=str(evidence / "chromedriver.log"))
+    driver = webdriver.Chrome(options=opts, service=service)
+    driver.set_page_load_timeout(180)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+@contextlib.contextmanager
+def keep_evidence(driver, folder, name, *logs):
+    "On any failure inside, save a screenshot, the page's HTML and the console log, and name them in the error."
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception): driver.save_screenshot(str(folder / f"{name}.png"))
+        with contextlib.suppress(Exception): (folder / f"{name}.html").write_text(driver.page_source, encoding="utf-8")
+        with contextlib.suppress(Exception):
+            (folder / f"{name}.console.txt").write_text("\n".join(map(str, driver.get_log("browser"))))
+        for log in logs:
+            with contextlib.suppress(Exception): shutil.copy(log, folder)
+        print(f"browser evidence (screenshot, page source, console log, server log) saved in {folder}")
+        raise
+    else:
+        with contextlib.suppress(Exception): driver.save_screenshot(str(folder / f"{name}-passed.png"))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, env):
+    """JupyterLab on a free port with a token, serving a copy of the project's notebooks: a temporary folder with
+    pyproject.toml (the chapters end with `nbdev_export()`, which must find a project) and nbs/. The kernel is the
+    project's Python, so it imports the installed llmpt_nb."""
+    work = tmp_path_factory.mktemp("lab")
+    proj = work / "project"
+    (proj / "nbs").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", proj)
+    shutil.copy(ROOT / "nbs" / CHAPTER, proj / "nbs")
+    kernelspec = json.loads((ROOT / "nbs" / CHAPTER).read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+    def notebook(name, *sources):   # a notebook as the project stores them: Python 3 kernelspec, no outputs
+        cells = [{"cell_type": "code", "execution_count": None, "id": f"cell-{i}", "metadata": {}, "outputs": [],
+                  "source": src} for i, src in enumerate(sources)]
+        nb = {"cells": cells, "metadata": {"kernelspec": kernelspec}, "nbformat": 4, "nbformat_minor": 5}
+        (proj / "nbs" / name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    notebook(LIVE, "from llmpt_nb.pipeline import pretrain\n"
+                   f"tmp = {str(work)!r}\n"
+                   f's = pretrain(smoke=True, overrides=[f"--output_dir={{tmp}}/run", "--runner_config.max_steps={STEPS}"], live=True)\n'
+                   'print("steps trained:", s["steps"])')
+    notebook(BAD, "import warnings\n"     # what matplotlib says when a font lacks a character
+                  'warnings.warn("Glyph 25105 (\\N{CJK UNIFIED IDEOGRAPH-6211}) missing from font(s) DejaVu Sans.")',
+             'import sys\nprint("a line on stderr", file=sys.stderr)',
+             'raise RuntimeError("raised on purpose")')
+    # JupyterLab's own settings, not the user's: it does not ask about fetching news (a toast over the page)
+    settings = work / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+
+    e = {k: v for k, v in env.items() if k not in ("MPLBACKEND", "IN_TEST", "JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")}
+    e.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_RUNTIME_DIR=str(work / "runtime"),
+             JUPYTERLAB_SETTINGS_DIR=str(work / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(work / "workspaces"))
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={proj}",
+           "--ServerApp.allow_root=True", "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    log = work / "jupyterlab.log"
+    base = f"http://127.0.0.1:{port}"
+    with server(cmd, proj, e, log, f"{base}/api/status", 300, {"Authorization": f"token {token}"}):
+        yield dict(base=base, token=token, proj=proj, run_dir=work / "run", log=log)
+
+
+# ---- JupyterLab ----------------------------------------------------------------------------------------------------
+
+def wait(driver, timeout, what, poll=0.5):
+    from selenium.webdriver.support.ui import WebDriverWait
+    return WebDriverWait(driver, timeout, poll_frequency=poll).until(what)
+
+
+STATE_JS = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+if (!panel) return null;
+const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+const dialogs = Array.from(document.querySelectorAll('.jp-Dialog')).map(d => d.textContent);
+const cells = Array.from(panel.querySelectorAll('.jp-Notebook .jp-CodeCell')).map(c => ({
+  prompt: (c.querySelector('.jp-InputArea-prompt') || {}).textContent || '',
+  outputs: Array.from(c.querySelectorAll('.jp-OutputArea-output')).map(o => ({
+    mime: o.getAttribute('data-mime-type') || '', text: o.textContent})),
+  images: Array.from(c.querySelectorAll('.jp-OutputArea img')).map(i => ({
+    src: i.getAttribute('src') || '', ok: i.complete && i.naturalWidth > 0}))}));
+const kernel = panel.querySelector('.jp-Toolbar-kernelName');
+return {status: ind ? ind.getAttribute('data-status') : null, dialogs: dialogs,
+        kernel: kernel ? kernel.textContent : null, cells: cells};
+"""
+
+
+def lab_state(driver):
+    return driver.execute_script(STATE_JS)
+
+
+def executed(prompt):
+    return re.fullmatch(r"\s*\[\d+\]:\s*", prompt) is not None
+
+
+def open_notebook(driver, lab, name, n_code_cells):
+    "Open nbs/NAME in JupyterLab; wait until its cells are shown and its kernel is idle, or a dialog is up."
+    from selenium.common.exceptions import TimeoutException
+    # a workspace of its own: JupyterLab does not reopen (and start a kernel for) the notebook of the previous test
+    driver.get(f"{lab['base']}/lab/workspaces/{Path(name).stem}/tree/nbs/{name}?token={lab['token']}")
+    last = {}
+    def ready(d):
+        s = last["s"] = lab_state(d)
+        if s is None: return False
+        if s["dialogs"]: return s
+        started = "Python 3" in (s["kernel"] or "")          # "No Kernel" while the session starts
+        return s if len(s["cells"]) == n_code_cells and started and s["status"] == "idle" else False
+    try:
+        s = wait(driver, 300, ready)
+    except TimeoutException:
+        s = last.get("s") or {}
+        pytest.fail(f"{name}: no idle Python 3 kernel within 300 s (kernel shown: {s.get('kernel')!r}, status: "
+                    f"{s.get('status')!r}, code cells shown: {len(s.get('cells', []))} of {n_code_cells})")
+    assert not s["dialogs"], f"JupyterLab opened {name} with a dialog: {s['dialogs']}"
+    return s
+
+
+def run_all_cells(driver):
+    "Run > Run All Cells, through the menu bar as a reader does."
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    menu = wait(driver, 60, EC.element_to_be_clickable(
+        (By.XPATH, "//li[contains(@class,'lm-MenuBar-item')][.//div[contains(@class,'lm-MenuBar-itemLabel')][normalize-space()='Run']]")))
+    menu.click()
+    item = wait(driver, 60, EC.element_to_be_clickable(
+        (By.XPATH, "//li[contains(@class,'lm-Menu-item')][.//div[contains(@class,'lm-Menu-itemLabel')][normalize-space()='Run All Cells']]")))
+    item.click()
+
+
+def finished(state):
+    return state and state["status"] == "idle" and all(executed(c["prompt"]) for c in state["cells"])
+
+
+def shut_down_kernels(lab):
+    "Free the kernels' memory between tests (the REST API JupyterLab's own UI uses)."
+    h = {"Authorization": f"token {lab['token']}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{lab['base']}/api/sessions", headers=h), timeout=30) as r:
+        sessions = json.load(r)
+    for s in sessions:
+        urllib.request.urlopen(urllib.request.Request(f"{lab['base']}/api/sessions/{s['id']}", headers=h,
+                                                      method="DELETE"), timeout=60).close()
+
+
+def problems(state):
+    "Outputs a reader should not see: errors, tracebacks and warnings (stderr or anywhere in the text)."
+    bad = []
+    for i, c in enumerate(state["cells"]):
+        for o in c["outputs"]:
+            if o["mime"] in ("application/vnd.jupyter.stderr", "application/vnd.jupyter.error") or \
+                    re.search(r"Error|Traceback|Warning|Glyph \d+ .*missing", o["text"]):
+                bad.append((i, o["mime"], o["text"][:1500]))
+    return bad
+
+
+def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence):
+    nb = json.loads((ROOT / "nbs" / CHAPTER).read_text(encoding="utf-8"))
+    n_code = sum(c["cell_type"] == "code" for c in nb["cells"])
+    n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
+    with keep_evidence(browser, evidence, "chapter00", lab["log"]):
+        open_notebook(browser, lab, CHAPTER, n_code)
+        run_all_cells(browser)
+        s = wait(browser, 600, lambda d: finished(lab_state(d)) and lab_state(d), poll=1)
+        assert not s["dialogs"], s["dialogs"]
+        assert not problems(s), f"error or warning output in {CHAPTER}: {problems(s)}"
+        images = [im for c in s["cells"] for im in c["images"]]
+        assert n_png >= 1 and len(images) == n_png, f"expected {n_png} image(s) (the heatmap), found {len(images)}"
+        assert all(im["src"].startswith("data:image/png;base64,") and im["ok"] for im in images), \
+            [(im["src"][:60], im["ok"]) for im in images]
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        drawn = ["".join(src["source"]) for shown, src in zip(s["cells"], code) if shown["images"]]
+        assert drawn and all("plot_attention(" in d for d in drawn), f"images shown by other cells: {drawn}"
+    shut_down_kernels(lab)
+
+
+def test_output_checks_see_errors_and_warnings(browser, lab, evidence):
+    "The checks above and below are not blind: a warning, a line on stderr and an exception are each reported."
+    with keep_evidence(browser, evidence, "errors_on_purpose", lab["log"]):
+        open_notebook(browser, lab, BAD, 3)
+        run_all_cells(browser)
+        s = wait(browser, 300, lambda d: finished(lab_state(d)) and lab_state(d), poll=1)
+        found = problems(s)
+        assert sorted({i for i, *_ in found}) == [0, 1, 2], found
+        text = " ".join(t for *_, t in found)
+        assert re.search(r"Glyph 25105 .*missing", text) and "RuntimeError" in text and "a line on stderr" in text, found
+    shut_down_kernels(lab)
+
+
+def test_live_training_plot_redraws(browser, lab, evidence):
+    with keep_evidence(browser, evidence, "live_training", lab["log"]):
+        open_notebook(browser, lab, LIVE, 1)
+        run_all_cells(browser)
+        seen, states, t0 = [], 0, time.monotonic()
+        while time.monotonic() - t0 < 900:
+            s = lab_state(browser)
+            states += 1
+            for im in s["cells"][0]["images"] if s else []:
+                h = hashlib.sha256(im["src"].encode()).hexdigest()
+                if h not in seen: seen.append(h)
+            if finished(s): break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the training cell did not finish within 900 s (images seen: {len(seen)})")
+        print(f"live plot: {len(seen)} different images seen in {states} polls of {time.monotonic() - t0:.0f} s")
+        cell = s["cells"][0]
+        text = "\n".join(o["text"] for o in cell["outputs"])
+        assert f"steps trained: {STEPS}" in text, text[-3000:]
+        assert not problems(s), f"error or warning output while training: {problems(s)}"
+        assert len(seen) >= 2, f"the live loss plot was drawn {len(seen)} time(s) while training; expected at least 2"
+        assert len(cell["images"]) == 1, f"{len(cell['images'])} figures in the cell's output after training; expected one"
+        assert cell["images"][0]["ok"] and cell["images"][0]["src"].startswith("data:image/png;base64,")
+        assert f"step {STEPS} loss" in text, "no metrics line shows the last step"
+        summary = json.loads((lab["run_dir"] / "summary.json").read_text())
+        assert summary["steps"] == STEPS
+    shut_down_kernels(lab)
+
+
+# ---- the docs site ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def site_url(built_site, tmp_path_factory, env):
+    "The site built as the README says (conftest's `built_site`), served over http.server."
+    out = built_site
+    port = free_port()
+    log = tmp_path_factory.mktemp("http") / "http.log"
+    cmd = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(out), str(port)]
+    with server(cmd, out, env, log, f"http://127.0.0.1:{port}/index.html", 60):
+        yield f"http://127.0.0.1:{port}"
+
+
+PAGE_JS = """
+const art = document.querySelector('article.md-content__inner');
+const rules = l => { try { return l.sheet ? l.sheet.cssRules.length : -1; } catch (e) { return -2; } };
+return {ready: document.readyState,
+        links: art ? Array.from(art.querySelectorAll('a[href]')).map(a => a.getAttribute('href')) : null,
+        images: Array.from(document.images).map(i => ({src: i.getAttribute('src') || '', ok: i.complete && i.naturalWidth > 0,
+                                                        inArticle: !!(art && art.contains(i))})),
+        styles: Array.from(document.querySelectorAll('link[rel=stylesheet]')).map(l => ({href: l.href, rules: rules(l)}))};
+"""
+
+
+def load_page(driver, url, origin, click=None):
+    "Open `url` (or click `click` and wait for `url`); the page once loaded, after checks that it is whole."
+    driver.get_log("browser")                                   # forget what earlier pages logged
+    if click is None:
+        driver.get(url)
+    else:
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", click)
+        click.click()
+        wait(driver, 120, lambda d: d.current_url == url)
+    page = wait(driver, 120, lambda d: (p := d.execute_script(PAGE_JS))["ready"] == "complete" and p)
+    name = url.rsplit("/", 1)[-1]
+    broken = [im["src"][:80] for im in page["images"] if not im["ok"]]
+    assert not broken, f"broken images on {name}: {broken}"
+    # styled as the theme means: every stylesheet of the site loaded and has rules (the theme's assets were built)
+    local = [st for st in page["styles"] if st["href"].startswith(origin)]
+    assert local and all(st["rules"] > 0 for st in local), f"{name}: stylesheets missing or empty: {page['styles']}"
+    # nothing of the site failed to load or threw (the MathJax CDN is not of the site: offline, formulas stay TeX)
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE" and origin in e["message"]]
+    assert not errors, f"{name}: errors in the browser console: {errors}"
+    return page
+
+
+def test_docs_site_in_browser(browser, site_url, evidence):
+    from selenium.webdriver.common.by import By
+    chapters = sorted(p.stem for p in (ROOT / "nbs").glob("*.ipynb") if p.name[0].isdigit())
+    heatmap = [o["data"]["image/png"].replace("\n", "") for c in json.loads((ROOT / "nbs" / CHAPTER).read_text())["cells"]
+               for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    stem = CHAPTER[:-6]
+    with keep_evidence(browser, evidence, "docs"):
+        page = load_page(browser, f"{site_url}/index.html", site_url)
+        assert page["links"] is not None, "the index page has no article"
+        missing = [c for c in chapters if f"{c}.html" not in page["links"]]
+        assert not missing, f"chapters not linked from the index page: {missing}"
+        # to chapter 00 by its link on the index page, as a reader would
+        link = browser.find_element(By.CSS_SELECTOR, f"article.md-content__inner a[href='{stem}.html']")
+        page = load_page(browser, f"{site_url}/{stem}.html", site_url, click=link)
+        shown = [im for im in page["images"] if im["inArticle"] and im["src"].startswith("data:image/png;base64,")]
+        assert heatmap and any(im["src"].replace("\n", "").endswith(heatmap[0][-200:]) for im in shown), \
+            f"the heatmap is not among the page's {len(shown)} PNG image(s)"

@@ -1,0 +1,140 @@
+"""The docs site (mkdocs.yml, docs/hooks.py): built from the notebooks with their stored outputs, never executed."""
+import importlib.util, json, re, subprocess, sys
+import pytest
+from conftest import ROOT
+
+PAGES = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
+CHAPTERS = [p for p in PAGES if p.name[0].isdigit()]
+GUIDES = ["glossary", "from_mindformers"]
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("llmpt_docs_hooks", ROOT / "docs" / "hooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def site(built_site):
+    "The site as the README builds it (conftest's `built_site`); --strict fails on warnings."
+    return built_site
+
+
+def article(site, stem):
+    "The page's own content (the notebook), without the navigation around it."
+    html = (site / f"{stem}.html").read_text(encoding="utf-8")
+    m = re.search(r'<article class="md-content__inner[^"]*">(.*)</article>', html, re.S)
+    assert m, f"{stem}.html has no article"
+    return m.group(1)
+
+
+def stored_pngs(nb_path, widgets=False):
+    "Base64 PNGs a notebook stores in its cell outputs, or (widgets=True) in its saved widget state."
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    if widgets:
+        state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        outs = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
+    else:
+        outs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    return [o["data"]["image/png"].replace("\n", "") for o in outs if "image/png" in o.get("data", {})]
+
+
+def test_every_notebook_has_a_page(site):
+    assert (site / "index.html").is_file()
+    missing = [p.stem for p in PAGES if not (site / f"{p.stem}.html").is_file()]
+    assert not missing, missing
+
+
+def test_index_lists_every_chapter(site):
+    text = article(site, "index")
+    missing = [p.stem for p in CHAPTERS if f'href="{p.stem}.html"' not in text]
+    assert not missing, f"chapters not linked from the index page's text: {missing}"
+
+
+def test_links_between_notebooks_point_to_pages(site):
+    for p in PAGES:
+        left = re.findall(r'href="([^"/:]+\.ipynb)', article(site, p.stem))
+        assert not left, (p.stem, left)
+
+
+def test_table_of_contents_links_resolve(site):
+    "Each page's table of contents names its headings (inline code included) and links to ids the page has."
+    for p in PAGES:
+        html = (site / f"{p.stem}.html").read_text(encoding="utf-8")
+        start = html.find('md-nav--secondary')            # absent on a page without sections
+        if start == -1: continue
+        toc = html[start:html.index('<article')]
+        links = re.findall(r'href="#([^"]+)"', toc)
+        missing = [a for a in links if f'id="{a}"' not in html]
+        assert not missing, (p.stem, missing)
+    toc = (site / "from_mindformers.html").read_text(encoding="utf-8")
+    assert "Training: runner_config, optimizer, lr_schedule, runner_wrapper" in toc
+
+
+def test_navigation_order(site):
+    "Index, then every chapter in name order, then the glossary and 'Coming from MindFormers'."
+    html = (site / "glossary.html").read_text(encoding="utf-8")
+    nav = html[html.index('md-nav--primary'):]
+    order = [f"{s}.html" for s in ["index"] + [p.stem for p in CHAPTERS] + GUIDES]
+    positions = [nav.find(f'href="{h}"') for h in order]
+    assert -1 not in positions, dict(zip(order, positions))
+    assert positions == sorted(positions), dict(zip(order, positions))
+
+
+def test_attention_heatmap_is_an_image(site):
+    pngs = stored_pngs(ROOT / "nbs" / "00_attention.ipynb")
+    assert pngs, "00_attention stores no PNG output (the heatmap)"
+    text = article(site, "00_attention")
+    assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(pngs[0][:200]), text), "no heatmap <img>"
+
+
+def test_loss_plot_is_an_image(site):
+    "The live training view stores its loss plot in widget state; the page shows it as a plain image, offline."
+    pngs = stored_pngs(ROOT / "nbs" / "05_train.ipynb", widgets=True)
+    assert pngs, "05_train stores no loss plot in its widget state"
+    text = article(site, "05_train").replace("\n", "")
+    assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(pngs[-1][:200]), text), "no loss plot <img>"
+    assert "application/vnd.jupyter.widget-view+json" not in text, "a widget left for JavaScript to draw"
+
+
+def test_glossary_page_in_two_languages(site):
+    text = article(site, "glossary")
+    for word in ("Glossary / 术语表", "gradient accumulation", "梯度累积", "MindRecord", "断点续训"):
+        assert word in text, word
+    assert 'href="05_train.html"' in text
+
+
+def test_from_mindformers_page(site):
+    text = article(site, "from_mindformers")
+    for word in ("run_mindformer.py", "msrun_launcher.sh", "convert_weight.py", "rope_theta", "no equivalent"):
+        assert word in text, word
+
+
+def test_flatten_widgets_unit():
+    "A VBox(HTML, Output(image)) becomes an HTML output and the image; a widget without state keeps its text."
+    hooks = _hooks()
+    view = lambda mid: {"output_type": "display_data", "metadata": {},
+                        "data": {"application/vnd.jupyter.widget-view+json": {"model_id": mid}, "text/plain": ["VBox()"]}}
+    state = {"b": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_h", "IPY_MODEL_o"]}},
+             "h": {"model_name": "HTMLModel", "state": {"value": "step 4 loss 7.2"}},
+             "o": {"model_name": "OutputModel", "state": {"outputs": [
+                 {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}]}}}
+    nb = {"metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+          "cells": [{"cell_type": "code", "outputs": [view("b"), view("gone")]}]}
+    outs = hooks.flatten_widgets(nb)["cells"][0]["outputs"]
+    assert [list(o["data"]) for o in outs] == [["text/html"], ["image/png", "text/plain"], ["text/plain"]], outs
+    assert outs[0]["data"]["text/html"] == "step 4 loss 7.2"
+    assert "widgets" not in hooks.flatten_widgets(nb)["metadata"]
+    assert "widgets" in nb["metadata"], "the input notebook must not be changed"
+
+
+def test_nav_picks_up_new_chapters(tmp_path):
+    hooks = _hooks()
+    for name, title in [("index", "Home"), ("12_troubleshooting", "Troubleshooting"), ("01_tokenizer", "Tokenizer"),
+                        ("glossary", "Glossary"), ("from_mindformers", "Coming from MindFormers"), ("_draft", "x")]:
+        (tmp_path / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": [f"# {title}\n"]}]}))
+    assert hooks.build_nav(tmp_path) == [
+        {"Home": "index.ipynb"},
+        {"Chapters": [{"01 Tokenizer": "01_tokenizer.ipynb"}, {"12 Troubleshooting": "12_troubleshooting.ipynb"}]},
+        {"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
