@@ -13,6 +13,9 @@ These hooks add what mkdocs-jupyter does not do by itself:
 3. **Links between notebooks**: `[chapter 05](05_train.ipynb)` opens the notebook in Jupyter; on the site it
    is rewritten to that chapter's page.
 4. **A table of contents that matches the headings**, inline code included.
+5. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
+   is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
+   its outputs, so a reader tries the exercise first. The notebook itself runs the solution as any other cell.
 """
 import copy, html, json, re, shutil, tempfile
 from pathlib import Path
@@ -98,6 +101,24 @@ def widget_outputs(model_id, state):
     return [{"output_type": "display_data", "metadata": {}, "data": {"text/html": h}}] if h else []
 
 
+SOLUTION = re.compile(r"^#\|\s*solution\s*$", re.M)
+
+
+def fold_solutions(nb):
+    """Notebook `nb` (a dict) with each `#| solution` code cell replaced by a markdown cell holding a closed
+    <details> block with the code. The block is one line (newlines as `&#10;` inside <pre>): Markdown ends a raw
+    HTML block at a blank line, and a solution may have blank lines."""
+    for i, cell in enumerate(nb["cells"]):
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "code" or not SOLUTION.search(src): continue
+        code = SOLUTION.sub("", src).strip("\n")
+        body = html.escape(code).replace("\n", "&#10;")
+        nb["cells"][i] = {"cell_type": "markdown", "metadata": {}, "source":
+                          '<details class="solution"><summary>Solution (click to open)</summary>'
+                          f'<pre><code class="language-python">{body}</code></pre></details>'}
+    return nb
+
+
 def flatten_widgets(nb):
     "A copy of notebook `nb` (a dict) with each widget output replaced by its static outputs, or its text if none."
     nb = copy.deepcopy(nb)
@@ -124,7 +145,7 @@ def on_config(config):
 
 
 def on_files(files, config):
-    "Point each notebook page at a copy whose widgets are static outputs (the notebooks in nbs/ are not touched)."
+    "Point each notebook page at a copy with static widgets and folded solutions (the notebooks in nbs/ are not touched)."
     _cleanup()
     tmp = Path(tempfile.mkdtemp(prefix="llmpt-docs-"))
     _staged["dir"] = tmp
@@ -133,7 +154,7 @@ def on_files(files, config):
         nb = json.loads(Path(f.abs_src_path).read_text(encoding="utf-8"))
         dest = tmp / f.src_uri
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(flatten_widgets(nb), ensure_ascii=False), encoding="utf-8")
+        dest.write_text(json.dumps(fold_solutions(flatten_widgets(nb)), ensure_ascii=False), encoding="utf-8")
         f.abs_src_path = str(dest)
     return files
 

@@ -6,18 +6,25 @@
 __all__ = ['SPECIALS', 'IGNORE_INDEX', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documents', 'build_char_vocab',
            'make_tiny_roberta', 'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents',
            'mask_tokens', 'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set',
-           'evaluate_mlm', 'continue_pretrain', 'run_continue_pretrain']
+           'mlm_epoch', 'starting_checkpoint', 'load_encoder', 'cached_chunks', 'mlm_data', 'start_mlm_run',
+           'export_run', 'mlm_summary', 'continue_pretrain', 'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
-import collections, importlib.util, json, math, os, time, unicodedata
-from dataclasses import dataclass, field
+import collections, functools, importlib.util, json, math, os, time, unicodedata
+from contextlib import nullcontext
+from dataclasses import dataclass, field, asdict
 from pathlib import Path
+from types import SimpleNamespace
 import numpy as np
 import mindspore as ms
-from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
-from .config import load_config
-from .data import load_corpus, clean_documents, split_sentences, split_train_val
-from .trainer import set_context, warmup_cosine_lr, AdamW, AccumulateStep, ApplyStep, peak_rss_mb
+from mindspore import nn, ops, Tensor
+from .amp import apply_amp_level
+from .data import load_corpus, clean_documents, split_sentences, split_train_val, write_mindrecord, read_mindrecord
+from .models.llama import IGNORE_INDEX, masked_nll
+from .trainer import set_context, Trainer
+from .checkpoint import atomic_write_text
+from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan
+from .pipeline import resolve_config, run_folder, resume_config, weights_digest
 from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits, _transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
@@ -225,7 +232,7 @@ def padding_stats(batches, pad_id, seq_length):
 
 # %% ../nbs/11_continue_pretrain.ipynb #618f9f8f
 class MaskedLMLoss(nn.Cell):
-    "Mean cross-entropy over positions whose label is not -100; attention mask = input_ids != pad_token_id."
+    "Chapter 03's masked mean cross-entropy over the MLM labels; the attention mask is input_ids != pad_token_id."
     def __init__(self, network, pad_token_id):
         super().__init__(auto_prefix=False)
         self.network, self.pad = network, pad_token_id
@@ -233,12 +240,11 @@ class MaskedLMLoss(nn.Cell):
 
     def construct(self, input_ids, labels):
         mask = (input_ids != self.pad).astype(ms.int32)
-        logits = self.network(input_ids, mask, ops.zeros_like(input_ids))
-        keep = labels != IGNORE_INDEX
-        safe = ops.select(keep, labels, ops.zeros_like(labels))
-        nll = -ops.gather_elements(self.log_softmax(logits), 2, safe.expand_dims(-1)).squeeze(-1)
-        w = keep.astype(ms.float32)
-        return (nll * w).sum() / ops.maximum(w.sum(), 1.0)
+        return masked_nll(self.log_softmax(self.network(input_ids, mask, ops.zeros_like(input_ids))), labels)
+
+    def tokens(self, input_ids):
+        "Real (not padding) tokens in these rows: what tokens/s counts."
+        return int((np.asarray(input_ids) != self.pad).sum())
 
 # %% ../nbs/11_continue_pretrain.ipynb #e225cfed
 def fixed_eval_set(examples, seq_length, batch_size, tok, seed, max_batches=None, **mask_kw):
@@ -247,148 +253,180 @@ def fixed_eval_set(examples, seq_length, batch_size, tok, seed, max_batches=None
     rng = np.random.default_rng(seed)
     return [mask_tokens(b, set(tok.all_special_ids), tok.mask_token_id, len(tok), rng, **mask_kw) for b in batches]
 
-def evaluate_mlm(loss_net, eval_set):
-    "Token-weighted mean MLM loss and perplexity over fixed (ids, labels) batches."
-    total, count = 0.0, 0
-    loss_net.set_train(False)
-    for ids, labels in eval_set:
-        n = int((labels != IGNORE_INDEX).sum())
-        if n: total += float(loss_net(Tensor(ids), Tensor(labels)).asnumpy()) * n; count += n
-    loss = total / max(count, 1)
-    return dict(loss=loss, perplexity=math.exp(min(loss, 50)), masked_tokens=count)
+
+def mlm_epoch(examples, buckets, batch_size, tok, seed, epoch, rank=0, world_size=1, **mask_kw):
+    """Epoch `epoch`'s masked (input_ids, labels) micro-batches for `rank`. The shuffle and the masks come from
+    (seed, epoch) alone, so a resumed run meets exactly the batches the stopped one would have; ranks take turns."""
+    rng = np.random.default_rng([seed, epoch])
+    batches = make_batches(examples, buckets, batch_size, tok.pad_token_id, rng)
+    masked = [mask_tokens(b, set(tok.all_special_ids), tok.mask_token_id, len(tok), rng, **mask_kw) for b in batches]
+    return masked[rank:len(masked) - len(masked) % world_size:world_size]
 
 # %% ../nbs/11_continue_pretrain.ipynb #6fe95d22
 SMOKE_OVERRIDES = {"train_dataset.max_documents": 600, "runner_config.max_steps": 4, "callbacks.eval_batches": 4,
                    "callbacks.log_interval": 1, "mlm.tokenizer_check_lines": 100}
 
-def _prepare_output(cfg, overwrite):
-    out = Path(cfg.output_dir)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise FileExistsError(f"output folder {out} already holds a run: pass --overwrite to replace it, or "
-                                  "choose another with --output_dir=PATH")
-        import shutil; shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg.to_yaml(out / "config.yaml")
-    return out
-
-def _starting_checkpoint(cfg, train_docs, out, say):
-    "cfg.load_checkpoint, or a tiny random RoBERTa built offline from model.model_config."
+def starting_checkpoint(cfg, train_docs, out, say=print):
+    "cfg.load_checkpoint, or a tiny random RoBERTa built offline from model.model_config into out/init (once)."
     if cfg.load_checkpoint:
         return Path(cfg.load_checkpoint)
+    if (Path(out) / "init" / "config.json").exists():  # a resumed run starts from the same random model
+        return Path(out) / "init"
     mc, seed = cfg.model.model_config, cfg.seed
-    say(f"no load_checkpoint: building a tiny random RoBERTa in {out / 'init'}")
-    return make_tiny_roberta(out / "init", train_docs, mc.hidden_size, mc.num_layers, mc.num_heads, mc.intermediate_size,
-                             mc.seq_length, mc.vocab_size, cfg.mlm.min_char_count, mc.tie_word_embeddings,
-                             mc.get("hidden_dropout_prob", 0.1), mc.get("attention_probs_dropout_prob", 0.1), seed)
+    say(f"no load_checkpoint: building a tiny random RoBERTa in {Path(out) / 'init'}")
+    return make_tiny_roberta(Path(out) / "init", train_docs, mc.hidden_size, mc.num_layers, mc.num_heads,
+                             mc.intermediate_size, mc.seq_length, mc.vocab_size, cfg.mlm.min_char_count,
+                             mc.tie_word_embeddings, mc.get("hidden_dropout_prob", 0.1),
+                             mc.get("attention_probs_dropout_prob", 0.1), seed)
 
-def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, verbose=True):
-    "Continued MLM pretraining of a BERT/RoBERTa checkpoint on a domain corpus; returns the summary dict."
-    t_start = time.time()
-    overrides = list(overrides)
-    if smoke: overrides = [f"{k}={v}" for k, v in SMOKE_OVERRIDES.items()] + overrides
-    cfg = load_config(config or "continue_roberta_tiny", overrides)
-    say = print if verbose else (lambda *a, **k: None)
-    out = _prepare_output(cfg, overwrite)
-    set_context(cfg.context, cfg.seed)
-    td, rc, mlm, cb = cfg.train_dataset, cfg.runner_config, cfg.mlm, cfg.callbacks
+
+def load_encoder(cfg, src):
+    "(net, mapping table) of the encoder in `src` as the config trains it: AMP dtypes (weights stay float32), recompute."
+    net, table = load_hf_model(src)
+    if cfg.amp_level != "O0":  # the same weights in a model whose matmuls run in 16 bits (chapter 08)
+        mc = apply_amp_level(asdict(net.config), cfg.amp_level, cfg.context.get("device_target", "CPU"), cfg.amp_dtype)
+        amp_net = type(net)(type(net.config)(**mc))
+        missing, unused = ms.load_param_into_net(amp_net, net.parameters_dict(), strict_load=True)
+        assert not missing and not unused, (missing, unused)
+        net = amp_net
+    if cfg.recompute_config.recompute:  # keep each layer's input only; recompute the rest during backward
+        for _, cell in net.cells_and_names():
+            if type(cell).__name__ == "BertLayer":
+                cell.recompute()
+    return net, table
+
+# %% ../nbs/11_continue_pretrain.ipynb #625ea542
+def cached_chunks(tok, docs, seq_length, path, rank=0, world_size=1):
+    """`chunk_documents`, cached as MindRecord at `path` (rows padded to `seq_length`; chunks never hold padding):
+    rank 0 tokenizes once and writes atomically, the others wait and read, and a resumed run reads it back."""
+    if rank == 0 and not Path(path).exists():
+        chunks = chunk_documents(tok, docs, seq_length)
+        rows = np.full((len(chunks), seq_length), tok.pad_token_id, np.int32)
+        for r, c in enumerate(chunks):
+            rows[r, :len(c)] = c
+        write_mindrecord({"input_ids": rows}, path)
+    barrier(world_size)
+    ds = read_mindrecord(path, columns=("input_ids",))
+    return [row[row != tok.pad_token_id] for (row,) in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
+
+
+def mlm_data(cfg, tok, train_docs, val_docs, seq, out, rank=0, world_size=1):
+    "Training batches by epoch (a function), the fixed held-out set, and what they are made of."
+    rc, mlm, cb = cfg.runner_config, cfg.mlm, cfg.callbacks
+    train_ex = cached_chunks(tok, train_docs, seq, Path(out) / "data" / "train_chunks.mindrecord", rank, world_size)
+    val_ex = cached_chunks(tok, val_docs, seq, Path(out) / "data" / "val_chunks.mindrecord", rank, world_size)
+    buckets = bucket_lengths([len(e) for e in train_ex], seq, mlm.num_buckets, mlm.bucket_multiple)
+    mask_kw = dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
+    train = functools.partial(mlm_epoch, train_ex, buckets, rc.batch_size, tok, cfg.seed, rank=rank,
+                              world_size=world_size, **mask_kw)
+    val = fixed_eval_set(val_ex, seq, rc.batch_size, tok, cfg.seed + 1, cb.eval_batches, **mask_kw)
+    return SimpleNamespace(train=train, val=val, buckets=buckets, seq=seq, train_chunks=len(train_ex),
+                           val_chunks=len(val_ex))
+
+# %% ../nbs/11_continue_pretrain.ipynb #5da88039
+def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
+    """Corpus, starting checkpoint (checked against its tokenizer), chunks, model and chapter 05's `Trainer` with an
+    MLM loss: everything is built and checked before the first step. Returns a namespace."""
+    say = print if verbose and rank == 0 else (lambda *a, **k: None)
+    td, mlm = cfg.train_dataset, cfg.mlm
     docs = load_domain_documents(td.corpus, td.max_documents, td.min_chars, cfg.seed)
     train_docs, val_docs = split_train_val(docs, td.val_fraction, seed=cfg.seed)
     say(f"corpus {td.corpus!r}: {len(train_docs)} training and {len(val_docs)} held-out documents")
-
-    src = _starting_checkpoint(cfg, train_docs, out, say)
+    if rank == 0:
+        starting_checkpoint(cfg, train_docs, out, say)
+    barrier(world_size)  # the other ranks wait for rank 0's random model
+    src = starting_checkpoint(cfg, train_docs, out, say)
     tok = load_checkpoint_tokenizer(src)
-    net, table = load_hf_model(src)
-    (out / "weights_table.txt").write_text(str(table) + "\n", encoding="utf-8")
+    net, table = load_encoder(cfg, src)
     report = check_tokenizer(tok, net.config, val_docs[:mlm.tokenizer_check_lines], where=str(src))
-    (out / "tokenizer_report.txt").write_text(str(report) + "\n", encoding="utf-8")
+    if rank == 0:
+        atomic_write_text(Path(out) / "weights_table.txt", f"{table}\n")
+        atomic_write_text(Path(out) / "tokenizer_report.txt", f"{report}\n")
     say(report)
+    data = mlm_data(cfg, tok, train_docs, val_docs, min(cfg.model.model_config.seq_length, net.config.seq_length),
+                    out, rank, world_size)
+    say(f"{data.train_chunks} training / {data.val_chunks} held-out chunks of at most {data.seq} tokens; "
+        f"buckets {data.buckets}")
+    loss_net, cells = MaskedLMLoss(net, tok.pad_token_id), None
+    if world_size > 1:
+        broadcast_parameters(net.trainable_params(), world_size)
+        cells = train_cells_from_config(net, loss_net, cfg, rank, world_size)
+    trainer = Trainer(net, cfg, data.train, data.val, output_dir=out, verbose=verbose and rank == 0, rank=rank,
+                      world_size=world_size, cells=cells, barrier=functools.partial(barrier, world_size),
+                      peak_flops=cfg.context.get("peak_flops"), loss_net=loss_net)
+    return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
 
-    seq = min(cfg.model.model_config.seq_length, net.config.seq_length)
-    train_ex, val_ex = chunk_documents(tok, train_docs, seq), chunk_documents(tok, val_docs, seq)
-    buckets = bucket_lengths([len(e) for e in train_ex], seq, mlm.num_buckets, mlm.bucket_multiple)
-    say(f"{len(train_ex)} training / {len(val_ex)} held-out chunks of at most {seq} tokens; buckets {buckets}")
-    mask_kw = dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
-    eval_set = fixed_eval_set(val_ex, seq, rc.batch_size, tok, cfg.seed + 1, cb.eval_batches, **mask_kw)
-    specials, rng = set(tok.all_special_ids), np.random.default_rng(cfg.seed)
+# %% ../nbs/11_continue_pretrain.ipynb #40b92dbd
+def export_run(run, out):
+    "The trained weights as a MindSpore .ckpt (config included) and a Hugging Face folder with the tokenizer, checked."
+    ckpt = save_ms_checkpoint(run.net, Path(out) / "model.ckpt")
+    hf_dir = Path(out) / "hf"
+    export_hf(run.net, hf_dir, overwrite=True)
+    run.tok.save_pretrained(str(hf_dir))
+    run.net.set_train(False)  # no dropout
+    ids, _ = run.data.val[0]
+    mask = (ids != run.tok.pad_token_id).astype(np.int32)
+    ours = our_logits(run.net, ids, mask, np.zeros_like(ids))
+    theirs = hf_logits(hf_model(hf_dir), ids, mask, np.zeros_like(ids))
+    return ckpt, hf_dir, float(np.abs(ours - theirs)[mask.astype(bool)].max())
 
-    loss_net = MaskedLMLoss(net, tok.pad_token_id)
-    before = evaluate_mlm(loss_net, eval_set)
-    say(f"held-out MLM loss before: {before['loss']:.4f} (perplexity {before['perplexity']:.1f}, {before['masked_tokens']} masked tokens)")
 
-    params = net.trainable_params()
-    opt = AdamW(params, cfg.optimizer.beta1, cfg.optimizer.beta2, cfg.optimizer.eps, cfg.optimizer.weight_decay)
-    accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name, requires_grad=False) for p in params)
-    accumulate = AccumulateStep(loss_net, params, accum)
-    wrap = cfg.runner_wrapper
-    apply = ApplyStep(opt, accum, rc.gradient_accumulation_steps, wrap.max_grad_norm, wrap.use_clip_grad)
-    per_epoch = len(make_batches(train_ex, buckets, rc.batch_size, tok.pad_token_id)) // rc.gradient_accumulation_steps
-    if per_epoch == 0:
-        raise ValueError(f"{len(train_ex)} training chunks make fewer full batches than one optimizer step needs "
-                         f"(batch_size {rc.batch_size} x gradient_accumulation_steps {rc.gradient_accumulation_steps}): "
-                         "use more documents or smaller batches")
-    total = rc.max_steps if rc.max_steps not in (None, -1) else per_epoch * rc.epochs
-    warmup = max(1, math.ceil(cfg.lr_schedule.warmup_ratio * total))
-    scale = Tensor(1.0, ms.float32)
+def mlm_summary(cfg, run, out, seconds):
+    "summary.json of a finished run: held-out loss before and after, padding, tokenizer, exports."
+    tr, history = run.trainer, run.trainer.history
+    pad = padding_stats([ids for ids, _ in run.data.train(0)], run.tok.pad_token_id, run.data.seq)  # one epoch's batches
+    ckpt, hf_dir, diff = export_run(run, out)
+    return dict(output_dir=str(out), start=str(run.src), arch=type(run.net).__name__, seq_length=run.data.seq,
+                buckets=run.data.buckets, steps=tr.step, warmup_steps=tr.warmup_steps, train_chunks=run.data.train_chunks,
+                val_chunks=run.data.val_chunks, eval_before=tr.eval_history[0], eval_after=tr.eval_history[-1],
+                evals=tr.eval_history, first_loss=history[0]["loss"], last_loss=history[-1]["loss"],
+                tokens_seen=tr.state["tokens_seen"], padding={k: v for k, v in pad.items() if k != "shapes"},
+                shapes=[list(s) for s in pad["shapes"]], tokenizer=dict(vocab=len(run.tok), exact_ratio=run.report.exact_ratio,
+                unk_rate=run.report.unk_rate), checkpoint=str(ckpt), hf_export=str(hf_dir), export_max_abs_diff=diff,
+                amp_level=cfg.amp_level, peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
 
-    def micro_batches():
-        while True:                                   # a new shuffle and new masks every epoch
-            for b in make_batches(train_ex, buckets, rc.batch_size, tok.pad_token_id, rng):
-                yield b, mask_tokens(b, specials, tok.mask_token_id, len(tok), rng, **mask_kw)
-
-    say(f"training {total} optimizer steps x {rc.gradient_accumulation_steps} micro-batches of {rc.batch_size}; "
-        f"warmup {warmup} steps; lr {cfg.lr_schedule.learning_rate:g}; clip {wrap.max_grad_norm:g}")
-    history, evals, fed, stream = [], [dict(step=0, **before)], [], micro_batches()
-    metrics = open(out / "metrics.jsonl", "w", encoding="utf-8")
-    t_train = time.time()
-    for step in range(total):
-        loss_net.set_train(True)
-        t0, lr, loss, tokens = time.time(), warmup_cosine_lr(step, cfg.lr_schedule.learning_rate, total, warmup,
-                                                           cfg.lr_schedule.lr_end), 0.0, 0
-        for _ in range(rc.gradient_accumulation_steps):
-            raw, (ids, labels) = next(stream)
-            fed.append(raw); tokens += int((raw != tok.pad_token_id).sum())
-            loss += float(accumulate(Tensor(ids), Tensor(labels), scale).asnumpy()) / rc.gradient_accumulation_steps
-        norm, finite = apply(Tensor(lr, ms.float32), scale)
-        rec = dict(step=step + 1, loss=loss, lr=lr, grad_norm=float(norm.asnumpy()), overflow=not bool(finite.asnumpy()),
-                   tokens_per_s=tokens / (time.time() - t0), step_ms=(time.time() - t0) * 1e3)
-        history.append(rec); metrics.write(json.dumps(rec) + "\n")
-        if (step + 1) % cb.log_interval == 0 or step == 0:
-            say(f"step {step + 1}/{total} loss {loss:.4f} lr {lr:.2e} grad_norm {rec['grad_norm']:.3f} "
-                f"{rec['tokens_per_s']:.0f} tok/s {rec['step_ms']:.0f} ms")
-        if (step + 1) % cb.eval_interval == 0 and step + 1 < total:
-            evals.append(dict(step=step + 1, **evaluate_mlm(loss_net, eval_set)))
-            metrics.write(json.dumps({"eval": evals[-1]}) + "\n")
-    train_seconds = time.time() - t_train
-    after = evaluate_mlm(loss_net, eval_set)
-    evals.append(dict(step=total, **after)); metrics.write(json.dumps({"eval": evals[-1]}) + "\n"); metrics.close()
-    say(f"held-out MLM loss after:  {after['loss']:.4f} (perplexity {after['perplexity']:.1f})")
-
-    pad = padding_stats(fed, tok.pad_token_id, seq)
-    say(f"padding in the {len(fed)} batches fed: {pad['padded_bucketed']:,} tokens with buckets vs "
-        f"{pad['padded_to_max']:,} padding every batch to {seq}: {pad['padding_saved']:,} saved "
-        f"({pad['padding_saved_ratio']:.0%}); shapes {pad['shapes']}")
-    ckpt = save_ms_checkpoint(net, out / "checkpoint" / f"step_{total}.ckpt")
-    hf_dir = out / "hf"
-    export_hf(net, hf_dir)
-    tok.save_pretrained(str(hf_dir))
-    ids, labels = eval_set[0]
-    mask = (ids != tok.pad_token_id).astype(np.int32)
-    export_diff = float(np.abs(our_logits(net, ids, mask, np.zeros_like(ids)) - hf_logits(hf_model(hf_dir), ids, mask,
-                                                                                          np.zeros_like(ids)))[mask.astype(bool)].max())
-    say(f"exported {hf_dir}: transformers loads it, max |logit difference| vs ours {export_diff:.1e}")
-    summary = dict(output_dir=str(out), start=str(src), arch=type(net).__name__, seq_length=seq, buckets=buckets,
-                   steps=total, warmup_steps=warmup, train_chunks=len(train_ex), val_chunks=len(val_ex),
-                   eval_before=before, eval_after=after, evals=evals, first_loss=history[0]["loss"],
-                   last_loss=history[-1]["loss"], padding={k: v for k, v in pad.items() if k != "shapes"},
-                   shapes=[list(s) for s in pad["shapes"]], tokenizer=dict(vocab=len(tok), exact_ratio=report.exact_ratio,
-                   unk_rate=report.unk_rate), checkpoint=str(ckpt), hf_export=str(hf_dir), export_max_abs_diff=export_diff,
-                   train_seconds=train_seconds, seconds=time.time() - t_start, peak_rss_mb=peak_rss_mb())
-    (out / "summary.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
-    say(f"done in {summary['seconds']:.0f} s (training {train_seconds:.0f} s); outputs in {out}")
+# %% ../nbs/11_continue_pretrain.ipynb #a54d7547
+def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, resume=False, verbose=True):
+    """Continued MLM pretraining of a BERT/RoBERTa checkpoint on a domain corpus; returns the summary dict. Same as
+    `llmpt continue-pretrain`; `resume` continues the run in output_dir from its newest good checkpoint, and under
+    `llmpt launch` every worker runs this (data parallel)."""
+    t0 = time.time()
+    cfg = resolve_config(config or "continue_roberta_tiny", overrides, smoke, SMOKE_OVERRIDES)
+    if cfg.context.get("enable_graph_kernel") and cfg.context.get("device_target", "CPU") == "CPU":
+        raise ValueError("context.enable_graph_kernel is true: on a CPU, MindSpore's graph kernel fusion computes the "
+                         "encoder's gradients wrongly, and differently in every run (gradient norm about 1,000 instead "
+                         "of 1.4, see chapter 11): set --context.enable_graph_kernel=false")
+    set_context(cfg.context, cfg.seed, cfg.amp_level)
+    rank, world = init_distributed()
+    say = print if verbose and rank == 0 else (lambda *a, **k: None)
+    resumed = resume or cfg.resume_training
+    if resumed:
+        cfg, _, _ = resume_config(cfg, overrides)
+    if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
+        raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
+    new_folder = not resumed and rank == 0
+    with run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None)) as (out, commit):
+        run = start_mlm_run(cfg, out, rank, world, verbose)
+        if commit:
+            commit()
+    if not resumed:  # the held-out loss of the starting weights: step 0 of the history
+        run.trainer.eval_history.append(run.trainer.eval_record(run.trainer.evaluate()))
+        run.trainer._log(run.trainer.eval_history[-1])
+        say(f"held-out MLM loss before training: {run.trainer.eval_history[0]['eval_loss']:.4f}")
+    history = run.trainer.fit(resume=resumed)
+    if world > 1:  # a fingerprint of each rank's weights: data parallel must keep them identical
+        (out / f"weights_rank{rank}.sha256").write_text(weights_digest(run.net) + "\n")
+    if rank != 0:
+        return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
+    summary = mlm_summary(cfg, run, out, time.time() - t0)
+    atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
+    before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
+    say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
+        f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")
     return summary
 
 # %% ../nbs/11_continue_pretrain.ipynb #61cdd491
 def run_continue_pretrain(args, overrides=()):
     "Handler of `llmpt continue-pretrain`."
-    return continue_pretrain(args.config, overrides, overwrite=args.overwrite, smoke=args.smoke)
+    return continue_pretrain(args.config, overrides, overwrite=args.overwrite, smoke=args.smoke,
+                             resume=getattr(args, "resume", False))

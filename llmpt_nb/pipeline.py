@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'prepare_tokenizer', 'prepare_data',
-           'check_output_dir', 'run_folder', 'prepare_output_dir', 'resume_config', 'check_memory', 'build_model',
-           'existing_data', 'weights_digest', 'start_run', 'record_changes', 'finish_run', 'pretrain']
+           'check_output_dir', 'run_folder', 'prepare_output_dir', 'resume_config', 'check_memory',
+           'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'build_model', 'existing_data',
+           'weights_digest', 'start_run', 'record_changes', 'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import functools, hashlib, json, math, os, shutil, time
@@ -42,12 +43,12 @@ SMOKE_OVERRIDES = {
     "callbacks.log_interval": 1,
 }
 
-def resolve_config(config=None, overrides=(), smoke=False):
-    "Load and validate the config; `smoke` adds SMOKE_OVERRIDES and a separate output folder."
+def resolve_config(config=None, overrides=(), smoke=False, smoke_overrides=None):
+    "Load and validate the config; `smoke` adds `smoke_overrides` (default SMOKE_OVERRIDES) and a separate output folder."
     overrides = list(overrides)
     if smoke:
         base = load_config(config, overrides)
-        overrides = [f"{k}={v}" for k, v in SMOKE_OVERRIDES.items()] + overrides
+        overrides = [f"{k}={v}" for k, v in (smoke_overrides or SMOKE_OVERRIDES).items()] + overrides
         if not any(o.lstrip("-").startswith("output_dir=") for o in overrides):
             overrides.append(f"output_dir={str(base.output_dir).rstrip('/')}_smoke")
     return load_config(config, overrides)
@@ -205,6 +206,65 @@ def check_memory(cfg, world=1):
             "runner_config.gradient_accumulation_steps), or use a smaller model")
     return need
 
+# %% ../nbs/10_pretrain.ipynb #65b88e3b
+_DESCRIBES = ("vocab_size", "hidden_size", "num_layers", "num_heads", "n_kv_heads", "intermediate_size",
+              "tie_word_embeddings", "rms_norm_eps", "rope_theta")  # what must match; seq_length and dtypes may differ
+
+
+def checkpoint_tokenizer(path):
+    "The SentencePiece model that comes with the weights at `path` (HF folder or llmpt_nb .ckpt), or None."
+    path = Path(path)
+    for cand in ((path / "tokenizer.model",) if path.is_dir() else
+                 (path.parent.parent / "tokenizer" / "tokenizer.model", path.parent / "tokenizer" / "tokenizer.model")):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def check_pretrained(theirs, ours, tok, where):
+    "Raise unless weights whose model config is `theirs` fit the run's model config `ours` and its tokenizer `tok`."
+    sp_file = checkpoint_tokenizer(where)
+    fix = (f"set processor.tokenizer.vocab_file={sp_file}" if sp_file else "the run's SentencePiece tokenizer must be "
+           "the one the weights were trained with: set processor.tokenizer.vocab_file to that .model file")
+    if sp_file is None and Path(where).is_dir() and (Path(where) / "tokenizer.json").is_file():
+        fix += " (this folder has only a Hugging Face tokenizer.json, which llmpt_nb does not read)"
+    if theirs.vocab_size != tok.vocab_size:
+        raise ValueError(f"the weights in {where} have a vocabulary of {theirs.vocab_size} tokens but the run's tokenizer "
+                         f"has {tok.vocab_size} pieces: their token ids would mean other text. {fix[0].upper()}{fix[1:]}, "
+                         f"and model.model_config.vocab_size={theirs.vocab_size}")
+    if sp_file is not None:
+        other = load_tokenizer(sp_file).sp
+        diff = next((i for i in range(tok.vocab_size) if other.id_to_piece(i) != tok.sp.id_to_piece(i)), None)
+        if diff is not None:
+            raise ValueError(f"the run's tokenizer is not the one the weights in {where} were trained with ({sp_file}): "
+                             f"piece {diff} is {other.id_to_piece(diff)!r} there, {tok.sp.id_to_piece(diff)!r} here. {fix}")
+    diffs = [k for k in _DESCRIBES if getattr(ours, k) != getattr(theirs, k)]
+    if diffs:
+        raise ValueError(f"model.model_config does not describe the weights in {where}: " + "; ".join(
+            f"{k} is {getattr(ours, k)!r} here, {getattr(theirs, k)!r} there" for k in diffs) + ". Set them as the weights "
+            "have them: " + " ".join(f"--model.model_config.{k}={getattr(theirs, k)}" for k in diffs))
+
+# %% ../nbs/10_pretrain.ipynb #291824ab
+def load_pretrained(net, path, tok):
+    "Set `net`'s weights from `path` (HF LLaMA folder, llmpt_nb .ckpt or run folder), checked; returns the MappingTable."
+    from .weights import load_hf_model, load_ms_checkpoint, assign_parameters, parameter_arrays  # chapter 07
+    p = Path(path).expanduser()
+    if p.is_dir() and not (p / "config.json").is_file() and (p / "checkpoint").is_dir():  # an llmpt_nb run folder
+        found = latest_checkpoint(p / "checkpoint")
+        if found is None:
+            raise FileNotFoundError(f"load_checkpoint {str(path)!r} is a run folder without a good checkpoint")
+        p = found[0]
+    if p.is_dir():
+        src, table = load_hf_model(p)
+    elif p.is_file():
+        src, table = load_ms_checkpoint(p)
+    else:
+        raise FileNotFoundError(f"load_checkpoint {str(path)!r} not found: give a Hugging Face LLaMA folder (config.json "
+                                "and *.safetensors), a .ckpt or run folder written by llmpt_nb, or null for random weights")
+    check_pretrained(src.config, net.config, tok, p)
+    assign_parameters(net, parameter_arrays(src), where=str(p))
+    return table
+
 # %% ../nbs/10_pretrain.ipynb #7e2fc1b2
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
@@ -261,6 +321,9 @@ def start_run(cfg, out, docs, rank=0, world=1, resumed=False, live=False, verbos
     val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]))
     net = build_model(cfg)
     say(f"model: {cfg.model.arch.type}, {count_parameters(net) / 1e6:.2f} M parameters")
+    if cfg.load_checkpoint and not resumed:  # a new run from existing weights (a resumed run has its own)
+        table = load_pretrained(net, cfg.load_checkpoint, tok)
+        say(f"weights: {table.title}, {len(table)} tensors")
     cells = None
     if world > 1:
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights

@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['cache_dir', 'set_context', 'warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'AccumulateStep',
            'ApplyStep', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file', 'find_peak_flops',
-           'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'Trainer', 'format_eval']
+           'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of', 'count_batches',
+           'Trainer', 'format_eval']
 
 # %% ../nbs/05_train.ipynb #497037e1
 import json, logging, math, os, platform, resource, signal, sys, threading, time
@@ -16,8 +17,8 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
 from tqdm.auto import tqdm
-from .models.llama import CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
-from .config import config_hash
+from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
+from .config import config_hash, register, REGISTRY
 from .figures import use_cjk_font
 from .checkpoint import (save_checkpoint, save_training_state, latest_checkpoint, load_checked, nonfinite_names,
                                  atomic_write_text)
@@ -59,6 +60,7 @@ def set_context(context, seed=None, amp_level="O0"):
         np.random.seed(seed)
 
 # %% ../nbs/05_train.ipynb #b2d35786
+@register("lr_schedule", "CosineWithWarmUpLR")
 def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0):
     "Learning rate at optimizer step `step` (0-based)."
     if step < warmup_steps:
@@ -94,6 +96,7 @@ def _update_one(beta1, beta2, eps, lr, bc1, bc2, one, coef, decay, param, m, v, 
     return True
 
 # %% ../nbs/05_train.ipynb #77c6da4b
+@register("optimizer")
 class AdamW(nn.Cell):
     "Bias-corrected AdamW with decoupled weight decay and float32 moments; `coef` multiplies the gradients first."
     def __init__(self, params, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0):
@@ -318,14 +321,26 @@ def _rng_state():
     return {"keys": [int(k) for k in keys], "pos": int(pos)}
 
 
+def batches_of(source):
+    "The (input_ids, labels) NumPy pairs of a batched MindSpore dataset, or of any iterable of such pairs."
+    if hasattr(source, "create_tuple_iterator"):
+        return source.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    return iter(source)
+
+
+def count_batches(source):
+    return source.get_dataset_size() if hasattr(source, "get_dataset_size") else len(source)
+
+
 class Trainer:
-    """GRAPH_MODE pretraining loop with gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
-    evaluation, checkpoints and exact resume. `train_data` is a batched dataset, or a function epoch -> dataset
-    (so each epoch's shuffle is reproducible from the seed, which exact resume needs). `references` ({name: loss in
-    nats/token}) are logged and drawn beside the held-out loss; `chars_per_token` turns it into bits per character."""
+    """The one GRAPH_MODE training loop: gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
+    evaluation, checkpoints and exact resume, for any `loss_net(input_ids, labels)` (default: `CausalLMLoss(net)`;
+    chapter 11 gives it an MLM loss). `train_data` is a batched dataset or a list of (input_ids, labels) NumPy pairs, or
+    a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
+    `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
-                 verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None):
-        rc, opt, wrap = cfg.runner_config, cfg.optimizer, cfg.runner_wrapper
+                 verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
+                 loss_net=None):
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
         self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
@@ -333,70 +348,85 @@ class Trainer:
         self.barrier = barrier or (lambda value=1.0: value)
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.accum_steps = rc.gradient_accumulation_steps
-        self.loss_net = CausalLMLoss(net)
-        if cells is not None:  # data parallel / ZeRO cells from chapter 09
-            self.params, self.optimizer, self.accum = cells.params, cells.optimizer, cells.accum
-            self.accumulate, self.apply = cells.accumulate, cells.apply
-        else:
-            self.params = net.trainable_params()
-            self.optimizer = AdamW(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
-            self.accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name,
-                                                  requires_grad=False) for p in self.params)
-            self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
-            self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad)
-        self.batches_per_epoch = self.train_data(0).get_dataset_size()
-        self.steps_per_epoch = self.batches_per_epoch // self.accum_steps
-        if self.steps_per_epoch == 0:
-            raise ValueError(f"the training set has {self.batches_per_epoch} batches, fewer than "
-                             f"gradient_accumulation_steps={self.accum_steps}: use more data, a smaller "
-                             "runner_config.batch_size or fewer accumulation steps")
-        max_steps = rc.get("max_steps", -1)
-        self.total_steps = self.steps_per_epoch * rc.epochs if max_steps in (None, -1) else max_steps
-        ls = cfg.lr_schedule
-        self.lr_total = ls.total_steps if ls.total_steps not in (None, -1) else self.total_steps
-        self.warmup_steps = max(1, int(ls.warmup_ratio * self.lr_total))
-        mc = net.config
-        self.n_params = count_parameters(net)
-        n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
-        self.global_batch = rc.batch_size * self.accum_steps * world_size
-        self.tokens_per_step = self.global_batch * mc.seq_length
-        self.flops_per_step = flops_per_token(n_matmul, mc.num_layers, mc.hidden_size, mc.seq_length) * self.tokens_per_step
+        self.loss_net = loss_net or CausalLMLoss(net)
+        self.accum_steps = cfg.runner_config.gradient_accumulation_steps
+        self._build_cells(cells)
+        self._plan_steps()
+        mc = net.config  # weights used in matmuls: all but an untied input embedding table
+        self.n_matmul = count_parameters(net) - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
         self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
-        # losses to hold the run against ({name: nats/token}, e.g. chapter 02b's bigram) and held-out chars per token
         self.references, self.chars_per_token = dict(references or {}), chars_per_token
         self.callbacks, self.history, self.eval_history, self.saved_step = list(callbacks), [], [], None
         self.fit_started = time.perf_counter()
-        self.state = dict(step=0, micro_step=0, tokens_seen=0, loss_scale=float(wrap.scale_sense.loss_scale_value),
-                          good_steps=0, overflows_in_row=0)
+        self.state = dict(step=0, micro_step=0, tokens_seen=0, good_steps=0, overflows_in_row=0,
+                          loss_scale=float(cfg.runner_wrapper.scale_sense.loss_scale_value))
 
-    @property
-    def step(self): return self.state["step"]
+# %% ../nbs/05_train.ipynb #e6e73d94
+@patch
+def _build_cells(self: Trainer, cells=None):
+    "The two compiled cells (accumulate, apply) with their optimizer and buffers; `cells` from chapter 09 for ranks."
+    if cells is not None:  # data parallel / ZeRO
+        self.params, self.optimizer, self.accum = cells.params, cells.optimizer, cells.accum
+        self.accumulate, self.apply = cells.accumulate, cells.apply
+        return
+    opt, wrap = self.cfg.optimizer, self.cfg.runner_wrapper
+    self.params = self.net.trainable_params()
+    self.optimizer = REGISTRY.get("optimizer", opt.type)(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
+    self.accum = ParameterTuple(Parameter(np.zeros(p.shape, np.float32), name="accum." + p.name, requires_grad=False)
+                                for p in self.params)
+    self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
+    self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad)
 
-    def lr(self, step):
-        ls = self.cfg.lr_schedule
-        return warmup_cosine_lr(step, ls.learning_rate, self.lr_total, self.warmup_steps, ls.lr_end)
+@patch
+def _plan_steps(self: Trainer):
+    "Micro-batches per epoch, optimizer steps in the run, and the learning-rate schedule's length and warmup."
+    rc, ls = self.cfg.runner_config, self.cfg.lr_schedule
+    self.batches_per_epoch = count_batches(self.train_data(0))
+    self.steps_per_epoch = self.batches_per_epoch // self.accum_steps
+    if self.steps_per_epoch == 0:
+        raise ValueError(f"the training set has {self.batches_per_epoch} batches, fewer than "
+                         f"gradient_accumulation_steps={self.accum_steps}: use more data, a smaller "
+                         "runner_config.batch_size or fewer accumulation steps")
+    max_steps = rc.get("max_steps", -1)
+    self.total_steps = self.steps_per_epoch * rc.epochs if max_steps in (None, -1) else max_steps
+    self.lr_total = ls.total_steps if ls.get("total_steps") not in (None, -1) else self.total_steps
+    self.warmup_steps = max(1, math.ceil(ls.warmup_ratio * self.lr_total))
+    self.global_batch = rc.batch_size * self.accum_steps * self.world_size
 
-    def micro_batches(self):
-        "Endless (input_ids, labels) micro-batches from the current data position, epoch after epoch."
-        epoch, skip = divmod(self.state["micro_step"], self.batches_per_epoch)
-        while True:
-            ds = self.train_data(epoch)
-            for i, (ids, labels) in enumerate(ds.create_tuple_iterator(num_epochs=1, output_numpy=True)):
-                if i >= skip:
-                    yield ids, labels
-            epoch, skip = epoch + 1, 0
+# %% ../nbs/05_train.ipynb #cb30b2be
+@patch(as_prop=True)
+def step(self: Trainer): return self.state["step"]
 
-    def evaluate(self, max_batches=None):
-        "Mean held-out loss over up to `max_batches` batches."
-        if self.val_ds is None:
-            return None
-        losses = []
-        for i, (ids, labels) in enumerate(self.val_ds.create_tuple_iterator(num_epochs=1, output_numpy=True)):
-            if max_batches and i >= max_batches:
-                break
-            losses.append(float(self.loss_net(Tensor(ids), Tensor(labels)).asnumpy()))
-        return float(np.mean(losses)) if losses else None
+@patch
+def lr(self: Trainer, step):
+    ls = self.cfg.lr_schedule
+    return REGISTRY.get("lr_schedule", ls.type)(step, ls.learning_rate, self.lr_total, self.warmup_steps, ls.lr_end)
+
+@patch
+def micro_batches(self: Trainer):
+    "Endless (input_ids, labels) micro-batches from the current data position, epoch after epoch."
+    epoch, skip = divmod(self.state["micro_step"], self.batches_per_epoch)
+    while True:
+        for i, pair in enumerate(batches_of(self.train_data(epoch))):
+            if i >= skip:
+                yield pair
+        epoch, skip = epoch + 1, 0
+
+@patch
+def evaluate(self: Trainer, max_batches=None):
+    "Held-out loss over up to `max_batches` batches, each weighted by the labels it scores (in eval mode: no dropout)."
+    if self.val_ds is None:
+        return None
+    total = count = 0.0
+    self.loss_net.set_train(False)
+    for i, (ids, labels) in enumerate(batches_of(self.val_ds)):
+        if max_batches and i >= max_batches:
+            break
+        n = float((labels != IGNORE_INDEX).sum())
+        total += float(self.loss_net(Tensor(ids), Tensor(labels)).asnumpy()) * n
+        count += n
+    self.loss_net.set_train(True)
+    return total / count if count else None
 
 # %% ../nbs/05_train.ipynb #cabb0196
 @patch
@@ -532,12 +562,17 @@ def update_loss_scale(self: Trainer, finite):
 # %% ../nbs/05_train.ipynb #be1e5bfc
 @patch
 def train_step(self: Trainer, batches):
-    "One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite)."
+    """One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite); adds the
+    tokens read (all ranks) to `state['tokens_seen']` and leaves the step's training FLOPs in `step_flops`."""
     scale = Tensor(self.state["loss_scale"], ms.float32)
-    loss = 0.0
+    loss, self.step_flops, mc = 0.0, 0.0, self.net.config
     for _ in range(self.accum_steps):
         ids, labels = next(batches)
         loss += float(self.accumulate(Tensor(ids), Tensor(labels), scale).asnumpy()) / self.accum_steps
+        tokens = getattr(self.loss_net, "tokens", np.size)(ids) * self.world_size
+        per_row = tokens / (len(ids) * self.world_size)
+        self.step_flops += flops_per_token(self.n_matmul, mc.num_layers, mc.hidden_size, per_row) * tokens
+        self.state["tokens_seen"] += tokens
         self.state["micro_step"] += 1
     norm, finite = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
     return loss, float(norm.asnumpy()), bool(finite.asnumpy())
@@ -550,6 +585,7 @@ def fit(self: Trainer, resume=False):
         print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
     if self.verbose and self.is_main:
         print(f"MFU is reported against {self.peak_flops / 1e9:,.0f} GFLOP/s per worker: {self.peak_source}")
+    self.loss_net.set_train(True)  # dropout on while training (evaluate turns it off and on again)
     batches = self.micro_batches()
     bar = tqdm(total=self.total_steps, initial=self.step, desc="train", disable=None if self.verbose else True,
                file=sys.stdout, dynamic_ncols=True)
@@ -571,16 +607,16 @@ def _loop(self: Trainer, batches, bar, stop):
     cb = self.cfg.callbacks
     while self.step < self.total_steps:
         t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
+        seen = self.state["tokens_seen"]
         loss, norm, finite = self.train_step(batches)
         self.update_loss_scale(finite)
         dt = time.perf_counter() - t0
         self.state["step"] += 1
-        self.state["tokens_seen"] += self.tokens_per_step
-        achieved = self.flops_per_step / dt / self.world_size
+        achieved = self.step_flops / dt / self.world_size
         if achieved > self.peak_flops:  # the peak is the fastest rate seen: MFU stays at or below 100%
             self.peak_flops, self.peak_source = achieved, "the fastest training step seen (above the measured matmul peak)"
         rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
-                   tokens_per_s=self.tokens_per_step / dt, mfu=achieved / self.peak_flops, step_ms=dt * 1e3,
+                   tokens_per_s=(self.state['tokens_seen'] - seen) / dt, mfu=achieved / self.peak_flops, step_ms=dt * 1e3,
                    peak_rss_mb=peak_rss_mb())
         self.history.append(rec); self._log(rec)
         bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")

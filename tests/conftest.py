@@ -1,4 +1,4 @@
-import os, subprocess, sys
+import os, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -16,6 +16,35 @@ def env():
     e = dict(os.environ)
     e["PATH"] = str(Path(sys.executable).parent) + os.pathsep + e.get("PATH", "")
     return e
+
+
+# `nbdev-test NB` that also writes the executed notebook (the outputs of this run) to a second path: nbdev's own
+# `--save` writes over the chapter, so its writer is pointed at the copy. One notebook runs in this process.
+_RUN_CHAPTER = """
+import sys
+import nbdev.test, fastcore.nbio
+nb, out = sys.argv[1:3]
+nbdev.test.write_nb = lambda executed, fn: fastcore.nbio.write_nb(executed, out)
+nbdev.test.nbdev_test(path=nb, n_workers=0, save=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def run_chapter(tmp_path_factory, env):
+    """`run_chapter(nb)` runs a chapter top to bottom as `nbdev-test` does, once per test session, and returns
+    (the finished process, the executed notebook's path or None if it failed). tests/test_notebooks.py runs each
+    chapter through it; tests/test_outputs.py compares the outputs of that same run with the kept ones."""
+    folder, done = tmp_path_factory.mktemp("executed"), {}
+    def run(nb):
+        if nb not in done:
+            out = folder / nb.name
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-c", _RUN_CHAPTER, str(nb), str(out)], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=900)
+            r.seconds = time.perf_counter() - t0
+            done[nb] = r, (out if r.returncode == 0 and out.is_file() else None)
+        return done[nb]
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -102,11 +102,12 @@ def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):
                 "--runner_config.max_steps=20", "--callbacks.eval_batches=8")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
-    assert s["eval_after"]["loss"] < s["eval_before"]["loss"], s
+    assert s["eval_after"]["eval_loss"] < s["eval_before"]["eval_loss"], s
     assert s["padding"]["padding_saved"] > 0 and len(s["shapes"]) <= 4 and s["steps"] == 20
     assert s["export_max_abs_diff"] < 1e-4
     for f in ["config.yaml", "metrics.jsonl", "tokenizer_report.txt", "weights_table.txt", "hf/config.json",
-              "hf/model.safetensors", "hf/tokenizer.json", s["checkpoint"]]:
+              "hf/model.safetensors", "hf/tokenizer.json", s["checkpoint"], "checkpoint/step_20.ckpt",
+              "data/train_chunks.mindrecord", "loss.png"]:
         assert (out / f).exists(), f
     steps = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     lrs = [m["lr"] for m in steps if "lr" in m]
@@ -127,3 +128,21 @@ def test_cli_rejects_a_tokenizer_that_disagrees(tiny, tmp_path):
                 "--train_dataset.max_documents=300", timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert "tokens but the checkpoint's config.json says vocab_size" in r.stderr and str(bad) in r.stderr
+
+
+def test_launch_two_workers_match_one_process(tmp_path):
+    """`llmpt launch --workers 2 -- llmpt continue-pretrain`: two ranks with one micro-batch each train to the weights of
+    one process accumulating the same two micro-batches (dropout off: each process draws its own dropout masks)."""
+    pytest.importorskip("transformers")
+    common = ["--smoke", "--runner_config.max_steps=3", "--model.model_config.hidden_dropout_prob=0",
+              "--model.model_config.attention_probs_dropout_prob=0"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    r = run_cli("continue-pretrain", *common, f"--output_dir={one}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = run_cli("launch", "--workers", "2", "--", "llmpt", "continue-pretrain", *common,
+                "--runner_config.gradient_accumulation_steps=1", f"--output_dir={two}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (two / "weights_rank0.sha256").read_text() == (two / "weights_rank1.sha256").read_text()
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (one, two))
+    assert a["eval_before"]["eval_loss"] == b["eval_before"]["eval_loss"]          # the same starting model
+    assert abs(a["eval_after"]["eval_loss"] - b["eval_after"]["eval_loss"]) < 1e-5, (a["eval_after"], b["eval_after"])

@@ -1,5 +1,5 @@
 """The docs site (mkdocs.yml, docs/hooks.py): built from the notebooks with their stored outputs, never executed."""
-import importlib.util, json, re, subprocess, sys
+import html, importlib.util, json, re, subprocess, sys
 import pytest
 from conftest import ROOT
 
@@ -138,3 +138,43 @@ def test_nav_picks_up_new_chapters(tmp_path):
         {"Home": "index.ipynb"},
         {"Chapters": [{"01 Tokenizer": "01_tokenizer.ipynb"}, {"12 Troubleshooting": "12_troubleshooting.ipynb"}]},
         {"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
+
+
+def solution_cells(nb_path):
+    hooks = _hooks()
+    return [c for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code" and hooks.SOLUTION.search("".join(c["source"]))]
+
+
+def test_exercise_solutions_are_folded(site):
+    "A chapter's exercise solutions (`#| solution` cells) are on the page only inside closed <details> blocks."
+    with_exercises = [p for p in CHAPTERS if solution_cells(p)]
+    assert {p.stem for p in with_exercises} >= {"00_attention", "01_tokenizer", "02_data", "03_model"}, with_exercises
+    for p in with_exercises:
+        text = article(site, p.stem)
+        blocks = re.findall(r'<details class="solution">(.*?)</details>', text, re.S)
+        assert len(blocks) == len(solution_cells(p)), (p.stem, len(blocks))
+        assert not re.search(r'<details class="solution"[^>]*\bopen', text), f"{p.stem}: a solution is open"
+        outside = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r'<details class="solution">.*?</details>', "", text, flags=re.S)))
+        cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
+        elsewhere = {l.strip() for c in cells if c not in solution_cells(p) for l in "".join(c["source"]).splitlines()}
+        for cell in solution_cells(p):
+            own = [l.strip() for l in "".join(cell["source"]).splitlines()[1:] if len(l.strip()) > 12 and l.strip() not in elsewhere]
+            assert own, f"{p.stem}: a solution with no line of its own"
+            assert any(html.escape(own[0], quote=False) in b or html.escape(own[0]) in b for b in blocks), (p.stem, own[0])
+            shown = [l for l in own if l in {x.strip() for x in outside.splitlines()}]
+            assert not shown, f"{p.stem}: solution lines shown outside a folded block: {shown}"
+        assert "#| solution" not in text, f"{p.stem}: the directive is shown"
+        assert "Solution (click to open)" in text
+
+
+def test_fold_solutions_unit():
+    "A `#| solution` cell becomes one closed <details> line with its code escaped; other cells stay."
+    hooks = _hooks()
+    code = {"cell_type": "code", "source": ["#| solution\n", "def f(x):\n", "\n", "    return x < 1\n"], "outputs": []}
+    other = {"cell_type": "code", "source": ["f(0)\n"], "outputs": []}
+    cells = hooks.fold_solutions({"cells": [code, other]})["cells"]
+    assert cells[1] is other and cells[0]["cell_type"] == "markdown"
+    src = cells[0]["source"]
+    assert src.startswith('<details class="solution"><summary>') and src.endswith("</details>") and "\n" not in src
+    assert "def f(x):&#10;&#10;    return x &lt; 1" in src and "#| solution" not in src

@@ -18,8 +18,9 @@ def test_chapter_opens_without_a_kernel_dialog(nb):
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook(nb, env):
-    r = subprocess.run([bin_path("nbdev-test"), str(nb)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+def test_notebook(nb, run_chapter):
+    "As `nbdev-test NB`; the outputs of this run are kept for tests/test_outputs.py (conftest's `run_chapter`)."
+    r, _ = run_chapter(nb)
     assert r.returncode == 0 and "Success." in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]
 
 

@@ -319,7 +319,7 @@ def test_device_target_that_this_mindspore_cannot_use(tmp_path, env):
 @pytest.fixture(scope="module")
 def hf_folder(tmp_path_factory):
     pytest.importorskip("transformers")
-    from llmpt_nb.weights import tiny_hf_model
+    from llmpt_nb.testing import tiny_hf_model
     folder = tmp_path_factory.mktemp("hf") / "tiny"
     tiny_hf_model(folder)
     return folder

@@ -1,5 +1,6 @@
 """The BERT / RoBERTa encoder: parity with transformers through the strict loader, export round trip, and errors."""
 import json, os
+from types import SimpleNamespace
 os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np
 import pytest
@@ -7,7 +8,8 @@ import mindspore as ms
 from mindspore import Tensor
 from llmpt_nb.models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM, roberta_position_ids
 from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, our_logits, parameter_arrays,
-                              save_ms_checkpoint, load_ms_checkpoint, save_safetensors, _damaged_copy)
+                              save_ms_checkpoint, load_ms_checkpoint, save_safetensors)
+from llmpt_nb.testing import damaged_copy
 
 PAD = {"RobertaForMaskedLM": 1, "BertForMaskedLM": 0}
 
@@ -16,8 +18,8 @@ PAD = {"RobertaForMaskedLM": 1, "BertForMaskedLM": 0}
 def tf():
     transformers = pytest.importorskip("transformers")
     transformers.utils.logging.disable_progress_bar()
-    from llmpt_nb import weights
-    return weights
+    from llmpt_nb import testing, weights
+    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=weights.hf_model, hf_logits=weights.hf_logits)
 
 
 def batch(arch, seed=0):
@@ -74,20 +76,20 @@ def make_folder(tmp_path, arch="RobertaForMaskedLM"):
 
 def test_encoder_missing_and_misshaped(tmp_path):
     good = make_folder(tmp_path)
-    bad = _damaged_copy(good, tmp_path / "b1", drop=["lm_head.bias"])
+    bad = damaged_copy(good, tmp_path / "b1", drop=["lm_head.bias"])
     with pytest.raises(WeightsError, match=r"missing tensor 'lm_head\.bias' \(40,\).*b1"):
         load_hf_model(bad)
-    bad = _damaged_copy(good, tmp_path / "b2", config_update={"max_position_embeddings": 20})
+    bad = damaged_copy(good, tmp_path / "b2", config_update={"max_position_embeddings": 20})
     with pytest.raises(WeightsError, match=r"shape mismatch for 'roberta\.embeddings\.position_embeddings\.weight'"):
         load_hf_model(bad)
 
 
 def test_encoder_unsupported_config(tmp_path):
     good = make_folder(tmp_path, "BertForMaskedLM")
-    bad = _damaged_copy(good, tmp_path / "b", config_update={"position_embedding_type": "relative_key"})
+    bad = damaged_copy(good, tmp_path / "b", config_update={"position_embedding_type": "relative_key"})
     with pytest.raises(ValueError, match="position_embedding_type"):
         load_hf_model(bad)
-    bad = _damaged_copy(good, tmp_path / "c", config_update={"architectures": ["DistilBertForMaskedLM"]})
+    bad = damaged_copy(good, tmp_path / "c", config_update={"architectures": ["DistilBertForMaskedLM"]})
     with pytest.raises(ValueError, match="unsupported architecture 'DistilBertForMaskedLM'"):
         load_hf_model(bad)
 

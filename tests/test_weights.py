@@ -1,5 +1,6 @@
 """Hugging Face <-> llmpt_nb <-> MindFormers weights: parity with transformers, round trips, and errors that name the tensor."""
 import json, os
+from types import SimpleNamespace
 os.environ["HF_HUB_OFFLINE"] = "1"          # never download: every model is built offline from a config
 from pathlib import Path
 import numpy as np
@@ -8,8 +9,9 @@ import mindspore as ms
 from llmpt_nb.cli import build_parser
 from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
 from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, save_ms_checkpoint,
-                              load_ms_checkpoint, convert_weights, parameter_arrays, our_logits, save_safetensors,
-                              to_mindformers, _damaged_copy)
+                              load_ms_checkpoint, parameter_arrays, our_logits, save_safetensors, to_mindformers)
+from llmpt_nb.convert import convert_weights
+from llmpt_nb.testing import damaged_copy
 
 IDS = np.random.default_rng(1).integers(0, 128, (2, 20))
 
@@ -24,8 +26,9 @@ def tiny_ours(**kw):
 def tf():
     transformers = pytest.importorskip("transformers")
     transformers.utils.logging.disable_progress_bar()
-    from llmpt_nb import weights
-    return weights
+    from llmpt_nb import convert, testing, weights
+    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=weights.hf_model, hf_logits=weights.hf_logits,
+                           verify_weights=convert.verify_weights)
 
 
 VARIANTS = {"mha_untied": dict(num_key_value_heads=4, tie_word_embeddings=False),
@@ -70,8 +73,8 @@ def test_bf16_and_sharded_sources(tf, tmp_path):
 def test_verify_mode(tf, tmp_path, capsys):
     folder = tf.tiny_hf_model(tmp_path / "m", num_key_value_heads=2)
     res = tf.verify_weights(folder)
-    assert res["ok"] and res["max_abs_diff"] < 1e-4 and len(res["sentences"]) == 3
-    assert "max abs logit difference" in capsys.readouterr().out
+    assert res["ok"] and res["max_rel_diff"] < 1e-5 and res["top1"] == 1 and len(res["sentences"]) == 3
+    assert "OK (float32 rule: relative difference <= 0.0001" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -114,13 +117,13 @@ def good_folder(tmp_path):
 
 
 def test_missing_tensor_is_named(good_folder, tmp_path):
-    bad = _damaged_copy(good_folder, tmp_path / "bad", drop=["model.layers.1.self_attn.v_proj.weight"])
+    bad = damaged_copy(good_folder, tmp_path / "bad", drop=["model.layers.1.self_attn.v_proj.weight"])
     with pytest.raises(WeightsError, match=r"missing tensor 'model\.layers\.1\.self_attn\.v_proj\.weight'.*bad"):
         load_hf_model(bad)
 
 
 def test_shape_mismatch_is_named(good_folder, tmp_path):
-    bad = _damaged_copy(good_folder, tmp_path / "bad", config_update={"num_key_value_heads": 4})
+    bad = damaged_copy(good_folder, tmp_path / "bad", config_update={"num_key_value_heads": 4})
     with pytest.raises(WeightsError) as e:
         load_hf_model(bad)
     msg = str(e.value)
@@ -138,7 +141,7 @@ def test_unexpected_tensor_is_named(good_folder, tmp_path):
 
 
 def test_unsupported_architecture_is_named(good_folder, tmp_path):
-    bad = _damaged_copy(good_folder, tmp_path / "bad", config_update={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
+    bad = damaged_copy(good_folder, tmp_path / "bad", config_update={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
     with pytest.raises(ValueError, match=r"unsupported architecture 'Qwen2ForCausalLM' in .*bad/config\.json"):
         load_hf_model(bad)
 

@@ -3,6 +3,14 @@ folder with IN_TEST=1 (tiny configs, `#| slow` cells skipped the way nbdev-test 
 and this machine's temporary paths left out, widget state kept, then `nbdev-clean`.
 
     python tools/refresh_outputs.py nbs/05_train.ipynb [nbs/10_pretrain.ipynb ...]
+
+The kept outputs are checked by tests/test_outputs.py, which compares them with a fresh run through `comparable`
+below (the one place that says what "the same output" means):
+
+- texts (stdout, stderr, the text of results and displays) after `tidy`: equal;
+- images and widgets: the same number in the cell, not the same bytes (fonts and pixels differ between machines);
+- a cell whose output is variable by nature says so in its source: `#| varies` compares only its images and
+  widgets; `#| varies: timing` masks durations and rates (`0.21 s`, `35 ms`, `1,200 tok/s`) and compares the rest.
 """
 import os, re, subprocess, sys, tempfile
 from pathlib import Path
@@ -12,6 +20,10 @@ from nbclient import NotebookClient
 LOG_LINE = re.compile(r"^\[(WARNING|ERROR|INFO)\] [A-Z_]+\(\d+[,:].*$\n?", re.M)  # MindSpore's C++/Python log format
 TMP_PATH = re.compile(re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
 SKIP_FLAGS = ("#| slow", "#| notest", "#|slow", "#|notest")
+VARIES = re.compile(r"^#\|\s*varies\b:?[ \t]*(\S*)", re.M)       # `#| varies` or `#| varies: timing`
+TIMING = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s*(?:[kMG] )?(?:[a-zA-Z]+/s|ns|µs|us|ms|s|sec|min|h)\b")
+IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def tidy(text):
@@ -19,6 +31,34 @@ def tidy(text):
     text = LOG_LINE.sub("", text)
     text = TMP_PATH.sub("<tmp>", text)
     return text.replace(str(Path.home()), "~")
+
+
+def _text(v): return "".join(v) if isinstance(v, list) else (v or "")
+
+
+def comparable(cell):
+    """What of a code cell's outputs must stay the same between runs (a dict), or None for a cell the tests do not
+    run (`#| slow`, `#| notest`). Streams are joined per name: a kernel interleaves them with displays in time
+    order, nbdev-test puts them first, and both are the same output."""
+    src = _text(cell.get("source"))
+    if src.lstrip().startswith(SKIP_FLAGS): return None
+    m = VARIES.search(src)
+    mode = None if m is None else (m.group(1) or "all")
+    if mode not in (None, "all", "timing"):
+        raise ValueError(f"unknown `#| varies: {mode}` in cell {src[:60]!r}: write `#| varies` (output not compared) "
+                         "or `#| varies: timing` (durations and rates masked)")
+    outs = cell.get("outputs", [])
+    res = {"images": sum(any(k in o.get("data", {}) for k in IMAGES) for o in outs),
+           "widgets": sum(WIDGET in o.get("data", {}) for o in outs)}
+    if mode == "all": return res
+    norm = lambda t: TIMING.sub("<time>", tidy(t)) if mode == "timing" else tidy(t)
+    for name in ("stdout", "stderr"):
+        res[name] = norm("".join(_text(o.get("text")) for o in outs if o["output_type"] == "stream" and o.get("name") == name))
+    res["results"] = [norm(_text(o["data"].get("text/html", o["data"].get("text/plain"))))
+                      for o in outs if o["output_type"] in ("execute_result", "display_data")
+                      and not any(k in o["data"] for k in IMAGES + (WIDGET,))]
+    res["errors"] = [o.get("ename") for o in outs if o["output_type"] == "error"]
+    return res
 
 
 def refresh(path):

@@ -1,0 +1,85 @@
+"""The outputs a chapter keeps (tools/refresh_outputs.py) are what the chapter prints now.
+
+A reader sees the kept outputs on GitHub and on the docs site without running anything, so a kept output that the
+code no longer prints is a false statement. The comparison reuses the run of tests/test_notebooks.py (conftest's
+`run_chapter`: each chapter runs once per session; run alone, this file runs the chapters itself). What counts as
+"the same output" is `comparable` in tools/refresh_outputs.py, the script that writes the kept outputs: texts after
+the same clean-up (MindSpore log lines, temporary folders), images and widgets by number; a cell whose output is
+variable by nature says so in its source (`#| varies`, or `#| varies: timing` for durations and rates).
+"""
+import json, sys
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+from refresh_outputs import comparable  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]*.ipynb"))
+# chapters with nothing to show (name: why); every other chapter keeps at least one output
+NOTHING_TO_SHOW = {}
+
+
+def code_cells(path):
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+
+
+def differences(kept_cells, fresh_cells):
+    "Human-readable differences between the kept and the fresh outputs of the same notebook's code cells."
+    if len(kept_cells) != len(fresh_cells):
+        return [f"{len(kept_cells)} code cells kept, {len(fresh_cells)} run: the chapter changed during the run?"]
+    out = []
+    for i, (k, f) in enumerate(zip(kept_cells, fresh_cells)):
+        a, b = comparable(k), comparable(f)
+        if a == b: continue
+        first = "".join(k["source"]).splitlines()[:2]
+        diff = {key: (a[key], b.get(key)) for key in a if a[key] != b.get(key)}
+        out.append(f"code cell {i} ({' / '.join(first)!r}): " +
+                   "; ".join(f"{key}: kept {x!r}, now {y!r}" for key, (x, y) in diff.items()))
+    return out
+
+
+@pytest.mark.parametrize("nb", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_keeps_outputs(nb):
+    "A chapter keeps its small outputs; one that keeps none is listed in NOTHING_TO_SHOW with the reason."
+    kept = sum(len(c.get("outputs", [])) for c in code_cells(nb))
+    if nb.stem in NOTHING_TO_SHOW:
+        assert kept == 0, f"{nb.name} keeps outputs now: remove it from NOTHING_TO_SHOW"
+    else:
+        assert kept, (f"{nb.name} keeps no outputs: run `python tools/refresh_outputs.py nbs/{nb.name}` (or list it in "
+                      "NOTHING_TO_SHOW in tests/test_outputs.py with the reason it has nothing to show)")
+
+
+def test_nothing_to_show_names_chapters():
+    assert set(NOTHING_TO_SHOW) <= {p.stem for p in CHAPTERS}, NOTHING_TO_SHOW
+    assert all(isinstance(why, str) and why for why in NOTHING_TO_SHOW.values()), NOTHING_TO_SHOW
+
+
+@pytest.mark.parametrize("nb", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_kept_outputs_are_current(nb, run_chapter):
+    r, executed = run_chapter(nb)
+    if executed is None:
+        pytest.fail(f"{nb.name} does not run (see test_notebooks.py::test_notebook[{nb.stem}]):\n" + r.stderr[-3000:])
+    diffs = differences(code_cells(nb), code_cells(executed))
+    assert not diffs, (f"{nb.name}: kept outputs differ from what the chapter prints now. Refresh them with "
+                       f"`python tools/refresh_outputs.py nbs/{nb.name}`, or, for output that changes from run to run, "
+                       "put `#| varies` (or `#| varies: timing`) in the cell:\n" + "\n".join(diffs))
+
+
+def test_a_changed_output_is_caught():
+    "The comparison itself: a kept output edited by hand differs; log lines, temporary paths and images do not."
+    import tempfile
+    cell = lambda src, outs: {"cell_type": "code", "source": src, "outputs": outs}
+    out = lambda t: {"output_type": "stream", "name": "stdout", "text": t}
+    png = lambda b: {"output_type": "display_data", "metadata": {}, "data": {"image/png": b, "text/plain": "<Figure>"}}
+    kept = [cell("print(n)", [out("19,500 lines\n")]), cell("plot()", [png("AAAA")])]
+    assert differences(kept, [cell("print(n)", [out("19,500 lines\n")]), cell("plot()", [png("BBBB")])]) == []
+    noisy = f"[WARNING] ME(123:456,MainProcess):2025 some log\n19,500 lines\n"
+    assert differences(kept, [cell("print(n)", [out(noisy)]), kept[1]]) == []
+    assert differences([cell("p", [out("<tmp> made\n")])], [cell("p", [out(tempfile.gettempdir() + "/tmpab_1 made\n")])]) == []
+    assert differences(kept, [cell("print(n)", [out("19,501 lines\n")]), kept[1]])
+    assert differences(kept, [kept[0], cell("plot()", [])]), "a lost image must be caught"
+    timed = [cell("#| varies: timing\nprint(n)", [out("19,500 lines in 0.21 s\n")])]
+    assert differences(timed, [cell("#| varies: timing\nprint(n)", [out("19,500 lines in 0.35 s\n")])]) == []
+    assert differences(timed, [cell("#| varies: timing\nprint(n)", [out("19,400 lines in 0.21 s\n")])])
+    assert differences([cell("#| varies\nprint(t)", [out("a\n")])], [cell("#| varies\nprint(t)", [out("b\n")])]) == []
+    assert differences([cell("#| slow\ntrain()", [out("loss 2.1\n")])], [cell("#| slow\ntrain()", [])]) == []
