@@ -71,13 +71,19 @@ _BOOT = ("import os, sys; d = os.environ.get('LLMPT_LAUNCH_DIR'); "
          "open(os.path.join(d, 'pid_%d' % os.getpid()), 'w').write(os.environ.get('RANK_ID', '')); "
          "os.execvp(sys.argv[1], sys.argv[1:])")
 
+_WORKER_NODE_MSRUN = ("import mindspore.parallel.cluster.process_entity._api as api; "
+                      "api._is_local_ip = lambda ip: False; "  # this node is not the master: no scheduler here
+                      "from mindspore.parallel.cluster.run import main; main()")
+
 def msrun_command(task, workers, master_port, log_dir, master_addr="127.0.0.1", local_workers=None, node_rank=None,
                   cluster_time_out=None):
     "The msrun argument list for `task` (from `task_command`)."
     local = workers if local_workers is None else local_workers
     if not 1 <= local <= workers:
         raise ValueError(f"local_workers={local_workers} must be between 1 and workers={workers}")
-    cmd = [sys.executable, "-m", "mindspore.parallel.cluster.run", f"--worker_num={workers}",
+    # msrun starts the scheduler wherever master_addr is a local address; only node 0 may (two "nodes" on one machine)
+    msrun = ["-m", "mindspore.parallel.cluster.run"] if not node_rank else ["-c", _WORKER_NODE_MSRUN]
+    cmd = [sys.executable, *msrun, f"--worker_num={workers}",
            f"--local_worker_num={local}", f"--master_addr={master_addr}", f"--master_port={master_port}",
            f"--log_dir={log_dir}", "--join=True", "--tail_worker_log=-2"]  # -2: msrun tails no log; launch does
     if node_rank is not None:

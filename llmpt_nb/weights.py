@@ -605,11 +605,3 @@ def load_weights(src, fmt, config=None, dtype=None, seq_length=None):
     if fmt == "hf": return load_hf_model(src, dtype=dtype or "float32", seq_length=seq_length)
     if fmt in ("ms", "mindformers"): return load_ms_checkpoint(src, config, names="mindformers" if fmt == "mindformers" else None, dtype=dtype)
     raise ValueError(f"unknown weights format {fmt!r}: use one of {', '.join(FORMATS)}")
-
-# %% ../nbs/07_weights.ipynb #7087cbcc
-def __getattr__(name):
-    "Temporary: `llmpt_nb.weights.run_convert_weights` now lives in llmpt_nb.convert (chapter 07a); remove once 10a imports it there."
-    if name == "run_convert_weights":
-        from llmpt_nb.convert import run_convert_weights
-        return run_convert_weights
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

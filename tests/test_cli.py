@@ -175,3 +175,24 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     assert losses(broken) == losses(straight) and [s for s, _ in losses(broken)] == [1, 2, 3, 4, 5]  # bitwise, once each
     s = json.loads((broken / "summary.json").read_text())
     assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
+
+
+def test_two_nodes_train_like_one_node(tmp_path, env):
+    """Multi-node the way it is used: two `llmpt launch` invocations on this machine act as node 0 and node 1
+    (`--master-addr 127.0.0.1`, `--node-rank`, one local worker each) and train to the same weights as one node with
+    two workers."""
+    from llmpt_nb.launch import free_port
+    train = ["--", "llmpt", "pretrain", "--smoke", "--runner_config.max_steps=3"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    r = llmpt("launch", "--workers", "2", "--log-dir", tmp_path / "logs", *train, f"--output_dir={one}", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    port = free_port()
+    nodes = [subprocess.Popen([bin_path("llmpt"), "launch", "--workers", "2", "--local-workers", "1", "--node-rank",
+                               str(k), "--master-addr", "127.0.0.1", "--master-port", str(port), "--log-dir",
+                               str(tmp_path / f"logs_node{k}"), *train, f"--output_dir={two}"], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
+    outputs = [p.communicate(timeout=900)[0] for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    assert (tmp_path / "logs_node1" / "worker_1.log").exists()  # node 1 ran rank 1
+    digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
+    assert digest(two, 0) == digest(two, 1) == digest(one, 0) == digest(one, 1)

@@ -41,7 +41,8 @@ def test_hugging_face_folder(tmp_path, docs):
     from llmpt_nb.config import load_config
     from llmpt_nb.pipeline import build_model, load_pretrained
     from llmpt_nb.tokenizer import train_tokenizer
-    from llmpt_nb.weights import tiny_hf_model, load_hf_model, parameter_arrays
+    from llmpt_nb.testing import tiny_hf_model
+    from llmpt_nb.weights import load_hf_model, parameter_arrays
     tok = train_tokenizer(docs[:150], tmp_path / "tok" / "tokenizer", vocab_size=1000, character_coverage=0.98)
     hf = tiny_hf_model(tmp_path / "hf", vocab_size=tok.vocab_size)           # 2 layers, hidden 32, 4 heads, untied
     shape = {"vocab_size": tok.vocab_size, "hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads": 4,
