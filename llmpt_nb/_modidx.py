@@ -583,7 +583,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'llmpt_nb.parallel._gather_numel': ('parallel.html#_gather_numel', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel._io_bytes': ('parallel.html#_io_bytes', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel._parse': ('parallel.html#_parse', 'llmpt_nb/parallel.py'),
-                                   'llmpt_nb.parallel.apply_parallel_plan': ('parallel.html#apply_parallel_plan', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel.barrier': ('parallel.html#barrier', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel.broadcast_parameters': ('parallel.html#broadcast_parameters', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel.build_train_cells': ('parallel.html#build_train_cells', 'llmpt_nb/parallel.py'),

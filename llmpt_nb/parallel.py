@@ -7,8 +7,8 @@ __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcas
            'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroAdamW', 'ShardedAccumulateStep', 'GatherShard',
            'Zero3Linear', 'Zero3RMSNorm', 'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model',
            'build_train_cells', 'rank_memory', 'comm_per_step', 'zero_memory_per_rank', 'parallel_plan',
-           'apply_parallel_plan', 'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage', 'run_worker',
-           'collect_results', 'load_weights', 'max_weight_diff', 'results_table']
+           'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage', 'run_worker', 'collect_results',
+           'load_weights', 'max_weight_diff', 'results_table']
 
 # %% ../nbs/09_parallel.ipynb #9f437c81
 import argparse, functools, json, math, os, resource, sys, time
@@ -411,15 +411,15 @@ def parallel_plan(cfg, world_size):
     return dict(world_size=world_size, zero_stage=stage, backend="mindspore", device_target=device, mindspore_context=ctx)
 
 # %% ../nbs/09_parallel.ipynb #3dbd8af0
-def apply_parallel_plan(plan):
-    "Set MindSpore's auto-parallel context for plans that use the framework's own optimizer parallel."
-    if plan["backend"] == "mindspore":
-        ms.set_auto_parallel_context(**plan["mindspore_context"])
-    return plan
-
 def train_cells_from_config(net, loss_net, cfg, rank, world_size):
-    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage (CPU or one process)."
+    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage (CPU, or one process)."
     plan = parallel_plan(cfg, world_size)
+    if plan["backend"] == "mindspore":
+        raise ValueError(
+            f"{world_size} workers on {plan['device_target']}: llmpt_nb's data-parallel and ZeRO cells are built and "
+            "tested on CPU only, and MindSpore's own optimizer parallel (the plan's mindspore_context) is not wired "
+            f"into the Trainer yet. Run one worker per job on {plan['device_target']}, or several on "
+            "--context.device_target=CPU")
     opt, wrap = cfg.optimizer, cfg.runner_wrapper
     return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps, plan["zero_stage"],
                              rank, world_size, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
