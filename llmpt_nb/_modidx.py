@@ -682,6 +682,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.trainer.Trainer._log': ('train.html#trainer._log', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.Trainer._loop': ('train.html#trainer._loop', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.Trainer._plan_steps': ('train.html#trainer._plan_steps', 'llmpt_nb/trainer.py'),
+                                  'llmpt_nb.trainer.Trainer.check_resumable': ('train.html#trainer.check_resumable', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.Trainer.cut_metrics': ('train.html#trainer.cut_metrics', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.Trainer.eval_record': ('train.html#trainer.eval_record', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.Trainer.evaluate': ('train.html#trainer.evaluate', 'llmpt_nb/trainer.py'),

@@ -92,7 +92,7 @@ def file_digest(path):
             h.update(chunk)
     return {"size": Path(path).stat().st_size, "sha256": h.hexdigest()}
 
-
+# %% ../nbs/06_checkpoint.ipynb #fd42601a
 def read_checkpoint_meta(meta_path):
     "The metadata of a checkpoint, after checking every file it lists against its recorded size and SHA-256."
     meta_path = Path(meta_path)

@@ -34,7 +34,7 @@ def _command(subparsers, name, help, handler=None, description=None, **flags):
     if handler: p.set_defaults(handler=partial(_run_lazily, *handler))
     return p
 
-
+# %% ../nbs/10a_cli.ipynb #84d496a0
 def add_convert_weights(subparsers):
     "Add `convert-weights` (chapter 07) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
     p = _command(subparsers, "convert-weights", "convert weights between Hugging Face, llmpt_nb and MindFormers",
@@ -97,7 +97,7 @@ def _split_overrides(rest):
             raise SystemExit(f"llmpt: error: {arg} needs a value: write {arg}=VALUE")
     return out
 
-
+# %% ../nbs/10a_cli.ipynb #6c7c06b6
 def build_parser():
     parser = argparse.ArgumentParser(prog="llmpt", description="LLM pretraining with MindSpore, the llmpt_nb way.")
     parser.add_argument("--version", action="version", version=f"llmpt_nb {__version__}")

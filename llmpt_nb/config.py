@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Union
 
 import yaml
+from fastcore.basics import patch
 
 # %% ../nbs/04_config.ipynb #35c9061e
 DEFAULT_CONFIG = 'pretrain_llama_tiny'
@@ -77,6 +78,7 @@ def _atomic_write(path, text: str):
         if os.path.exists(tmp_name): os.unlink(tmp_name)
         raise
 
+# %% ../nbs/04_config.ipynb #a5fd7483
 class Config(dict):
     "A nested dict whose keys are also attributes: `cfg.runner_config.batch_size`."
     __slots__ = ()
@@ -262,6 +264,7 @@ def _type_error(key, v, types) -> str:
     if key in _HINTS: msg += f" ({_HINTS[key]})"
     return msg
 
+# %% ../nbs/04_config.ipynb #a9636dc6
 def _unknown_key(key: str, schema: dict) -> str:
     "Message for a key not in the schema, with the nearest valid key or the valid keys of its section."
     parent, _, last = key.rpartition('.')
@@ -307,6 +310,7 @@ def _cross_checks(cfg, bad) -> list:
 
 _LATER_CHECKS = {}    # name -> check(cfg, bad) -> errors, added by later sections (the registry's, below)
 
+# %% ../nbs/04_config.ipynb #01fd7cb7
 def validate_config(cfg: dict, schema: Optional[dict] = None) -> 'Config':
     "Check `cfg` against `schema` (default: `config_schema()`); raise one `ValueError` listing every problem."
     schema = config_schema() if schema is None else schema
@@ -501,52 +505,61 @@ class Registry:
             return obj
         return decorator if obj is None else decorator(obj)
 
-    def expect(self, kind: str, name: str, module: str):
-        "Declare that importing `module` registers `name` for `kind`: `known` lists it, `get` imports `module` on first use."
-        self._check_kind(kind)
-        self._expected[kind][name] = module
+# %% ../nbs/04_config.ipynb #4ec60b2b
+@patch
+def expect(self: Registry, kind: str, name: str, module: str):
+    "Declare that importing `module` registers `name` for `kind`: `known` lists it, `get` imports `module` on first use."
+    self._check_kind(kind)
+    self._expected[kind][name] = module
 
-    def known(self, kind: str) -> list:
-        "Registered and expected names for `kind`, sorted: the names a config may use."
-        self._check_kind(kind)
-        return sorted(set(self._table[kind]) | set(self._expected[kind]))
+@patch
+def known(self: Registry, kind: str) -> list:
+    "Registered and expected names for `kind`, sorted: the names a config may use."
+    self._check_kind(kind)
+    return sorted(set(self._table[kind]) | set(self._expected[kind]))
 
-    def get(self, kind: str, name: str):
-        "The object registered as `name` for `kind` (importing the module expected to register it), or an error."
-        self._check_kind(kind)
-        table, module = self._table[kind], self._expected[kind].get(name)
-        if name not in table and module is not None:
-            importlib.import_module(module)
-            if name not in table:
-                raise NotRegisteredError(f"{kind} '{name}' is expected from {module}, but importing it did not register "
-                                         f"it: add @register('{kind}', '{name}') to its definition there")
-        if name in table: return table[name]
-        known = self.known(kind)
-        if not known:
-            raise NotRegisteredError(f"no {kind} named '{name}': nothing is registered as a {kind} yet; import the module that "
-                           f"defines it first (its @register('{kind}') runs on import)")
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ''
-        raise NotRegisteredError(f"no {kind} named '{name}'; {hint}registered: {', '.join(known)}")
+@patch
+def get(self: Registry, kind: str, name: str):
+    "The object registered as `name` for `kind` (importing the module expected to register it), or an error."
+    self._check_kind(kind)
+    table, module = self._table[kind], self._expected[kind].get(name)
+    if name not in table and module is not None:
+        importlib.import_module(module)
+        if name not in table:
+            raise NotRegisteredError(f"{kind} '{name}' is expected from {module}, but importing it did not register "
+                                     f"it: add @register('{kind}', '{name}') to its definition there")
+    if name in table: return table[name]
+    known = self.known(kind)
+    if not known:
+        raise NotRegisteredError(f"no {kind} named '{name}': nothing is registered as a {kind} yet; import the module that "
+                       f"defines it first (its @register('{kind}') runs on import)")
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ''
+    raise NotRegisteredError(f"no {kind} named '{name}'; {hint}registered: {', '.join(known)}")
 
-    def names(self, kind: str) -> list:
-        "Registered names for `kind`, sorted."
-        self._check_kind(kind)
-        return sorted(self._table[kind])
+# %% ../nbs/04_config.ipynb #51a6ca22
+@patch
+def names(self: Registry, kind: str) -> list:
+    "Registered names for `kind`, sorted."
+    self._check_kind(kind)
+    return sorted(self._table[kind])
 
-    def build(self, kind: str, section: dict, **kwargs):
-        "Instantiate `section['type']` of `kind` with the other keys of `section` (and `kwargs`) as arguments."
-        if not isinstance(section, dict) or 'type' not in section:
-            raise ValueError(f"to build a {kind} the config section needs a 'type' key (e.g. type: AdamW), got {section!r}")
-        args = {k: v for k, v in section.items() if k != 'type'}
-        return self.get(kind, section['type'])(**{**args, **kwargs})
+@patch
+def build(self: Registry, kind: str, section: dict, **kwargs):
+    "Instantiate `section['type']` of `kind` with the other keys of `section` (and `kwargs`) as arguments."
+    if not isinstance(section, dict) or 'type' not in section:
+        raise ValueError(f"to build a {kind} the config section needs a 'type' key (e.g. type: AdamW), got {section!r}")
+    args = {k: v for k, v in section.items() if k != 'type'}
+    return self.get(kind, section['type'])(**{**args, **kwargs})
 
-    def __contains__(self, kind_name) -> bool:
-        kind, name = kind_name
-        return name in self._table.get(kind, {})
+@patch
+def __contains__(self: Registry, kind_name) -> bool:
+    kind, name = kind_name
+    return name in self._table.get(kind, {})
 
-    def __repr__(self):
-        return 'Registry(' + ', '.join(f'{k}: {sorted(v)}' for k, v in self._table.items() if v) + ')'
+@patch
+def __repr__(self: Registry):
+    return 'Registry(' + ', '.join(f'{k}: {sorted(v)}' for k, v in self._table.items() if v) + ')'
 
 REGISTRY = Registry()
 

@@ -99,6 +99,7 @@ def _corpus_files(root):
              and not any(part.startswith('.') for part in p.relative_to(root).parts)]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
+# %% ../nbs/02_data.ipynb #7dfa670d
 def load_corpus(source='default', max_documents=None):
     "Documents of People's Daily ('default'/None), or of a .txt/.jsonl file, or of every such file under a folder."
     if max_documents is not None and (not isinstance(max_documents, int) or max_documents < 1):
@@ -278,6 +279,7 @@ def mindrecord_files(path):
                                     "again (write_mindrecord(..., overwrite=True))")
     return [str(f) for f in shards]
 
+# %% ../nbs/02_data.ipynb #9f11f38a
 def _pow2(x): return 1 << int(np.ceil(np.log2(max(x, 1))))
 
 def _sizes(bytes_per_shard, row_bytes, page_size, shard_num):
@@ -323,6 +325,7 @@ def _check_written(files, cols, name):
         if not all(np.array_equal(g, c[i]) for g, c in zip(got, cols.values())):
             raise RuntimeError(f"row {i} of {name} reads back different from what was written; nothing was replaced")
 
+# %% ../nbs/02_data.ipynb #8ba81fe0
 def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23):
     "Validate `rows` (column -> int32 [N, L]) and write them atomically as MindRecord at `path`; returns the files."
     cols = _validate_rows(rows)

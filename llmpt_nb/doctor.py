@@ -104,7 +104,7 @@ def check_mindspore():
         return Check("mindspore", "WARN", f"{found}, but llmpt_nb is tested with {req.specifier}", f"pip install '{req}'")
     return Check("mindspore", "OK", found)
 
-
+# %% ../nbs/12a_doctor.ipynb #d39dbe16
 def check_graph_mode(cfg):
     import numpy as np, mindspore as ms
     from mindspore import nn, Tensor

@@ -100,6 +100,7 @@ def _warmup_steps(v, src, key):
     if v == 0: return {'lr_schedule.warmup_ratio': 0.0}, 'no warmup'
     return {}, 'llmpt_nb counts warmup as a ratio of total_steps, and total_steps is not set: set lr_schedule.warmup_ratio'
 
+# %% ../nbs/04a_import_config.ipynb #4ef7b2d5
 def _parallel_optimizer(v, src, key):
     if not v or _get(src, 'parallel.parallel_optimizer_config.optimizer_level') is not None: return {key: v}, ''
     return {key: v, 'parallel.parallel_optimizer_config.zero_stage': 1}, 'on its own it means ZeRO stage 1'
@@ -192,6 +193,7 @@ _RUN_RULES = [
     (r'trainer\..*', _drop('the subcommand says what runs: llmpt pretrain')),
 ]
 
+# %% ../nbs/04a_import_config.ipynb #8b688ee1
 RULES = _MODEL_RULES + _RUN_RULES   # the first pattern that matches a key wins
 
 PREFIX_REASONS = {   # keys not in RULES and not llmpt_nb keys: dropped with the reason of their section
@@ -231,6 +233,7 @@ def _defaults(src: dict) -> list:
         out.append(('runner_config.max_steps', -1, 'absent: MindFormers trains for runner_config.epochs'))
     return out
 
+# %% ../nbs/04a_import_config.ipynb #b9f5c2f6
 def map_config(src: dict, schema: Optional[dict] = None):
     "`(rows, settings)`: a Row for every leaf of the MindFormers config `src`, and the llmpt_nb settings (dotted keys)."
     schema = config_schema() if schema is None else schema

@@ -217,7 +217,7 @@ def _report_failures(log_dir, failed, ranks, workers, out, n):
         print("    " + tail(Path(log_dir) / f"worker_{r}.log", n).replace("\n", "\n    "), file=out, flush=True)
     return sorted(named)
 
-
+# %% ../nbs/09a_launch.ipynb #1549e2c8
 def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, master_addr="127.0.0.1",
            local_workers=None, node_rank=None, echo=0, grace=5.0, comm_timeout=600, tail_lines=30,
            cluster_time_out=None, env=None, stop_grace=120):
@@ -322,7 +322,7 @@ def add_cli_command(subparsers):
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command each worker runs")
     return p
 
-
+# %% ../nbs/09a_launch.ipynb #befc72ab
 def run_cli(args):
     "Run a parsed `launch` command; returns the exit code."
     command = list(args.command)

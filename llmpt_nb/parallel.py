@@ -230,7 +230,7 @@ class GatherShard(nn.Cell):
             g = self.allreduce(g)[self.start:self.start + self.chunk]
         return (g,)
 
-
+# %% ../nbs/09_parallel.ipynb #977cbf76
 class Zero3Linear(Linear):
     def construct(self, x):
         w = self.gather(self.weight)
@@ -278,7 +278,7 @@ def shard_model(net, rank, world_size):
         cell.weight = Parameter(Tensor(flat[start:start + chunk], w.dtype), name=w.name)
     return net
 
-
+# %% ../nbs/09_parallel.ipynb #4b644e74
 def full_shapes(net):
     "Full shape of every trainable parameter (a stage-3 slice reports the shape of the weight it belongs to)."
     shapes = {}
@@ -465,7 +465,7 @@ def _parse(argv):
     p.add_argument("--die-rank", type=int, default=1)
     return p.parse_args(argv)
 
-
+# %% ../nbs/09_parallel.ipynb #3991f972
 def _full_weights(net, world_size):
     params = net.trainable_params()
     if any(isinstance(getattr(c, "gather", None), GatherShard) for _, c in net.cells_and_names()):
@@ -482,7 +482,7 @@ def _io_bytes():
     except (OSError, KeyError, ValueError):
         return 0, 0
 
-
+# %% ../nbs/09_parallel.ipynb #ee90d292
 def run_stage(stage, args, rank, world):
     "Train a fresh tiny LLaMA at ZeRO `stage` (0 = data parallel) on this rank; returns (record, final weights)."
     accum = args.micro_batches // world
@@ -510,7 +510,7 @@ def run_stage(stage, args, rank, world):
                peak_rss_mb=peak_rss_mb())
     return rec, _full_weights(net, world)
 
-
+# %% ../nbs/09_parallel.ipynb #2842c85e
 def run_worker(argv=None):
     "Worker entry: for each --stage, train on this rank and write <out>/stage<s>/rank<r>.json and .npz."
     args = _parse(argv)

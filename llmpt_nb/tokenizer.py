@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import sentencepiece as spm
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['TRAINER_DEFAULTS', 'Tokenizer', 'train_tokenizer', 'RoundTripReport', 'roundtrip_report', 'term_coverage',
@@ -38,32 +39,37 @@ class Tokenizer:
         return (f"Tokenizer({Path(self.model_file).name!r}, vocab_size={self.vocab_size}, unk={self.unk_id}, "
                 f"bos={self.bos_id}, eos={self.eos_id}, pad={self.pad_id})")
 
-    def encode(self, text_or_list, add_bos=False, add_eos=False, num_threads=2):
-        "Ids of one string (list[int]) or of a list of strings (list[list[int]], encoded in parallel)."
-        if not isinstance(text_or_list, str):
-            text_or_list = list(text_or_list)
-            bad = next((i for i, t in enumerate(text_or_list) if not isinstance(t, str)), None)
-            if bad is not None:
-                raise TypeError(f"encode() takes a string or a list of strings; item {bad} is "
-                                f"{type(text_or_list[bad]).__name__}")
-        return self.sp.encode(text_or_list, out_type=int, add_bos=add_bos, add_eos=add_eos, num_threads=num_threads)
+# %% ../nbs/01_tokenizer.ipynb #6a0acbf5
+@patch
+def encode(self: Tokenizer, text_or_list, add_bos=False, add_eos=False, num_threads=2):
+    "Ids of one string (list[int]) or of a list of strings (list[list[int]], encoded in parallel)."
+    if not isinstance(text_or_list, str):
+        text_or_list = list(text_or_list)
+        bad = next((i for i, t in enumerate(text_or_list) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise TypeError(f"encode() takes a string or a list of strings; item {bad} is "
+                            f"{type(text_or_list[bad]).__name__}")
+    return self.sp.encode(text_or_list, out_type=int, add_bos=add_bos, add_eos=add_eos, num_threads=num_threads)
 
-    def decode(self, ids):
-        "Text of a list of ids, or a list of texts for a list of id lists (NumPy arrays accepted)."
-        if hasattr(ids, 'tolist'): ids = ids.tolist()
-        if isinstance(ids, int): ids = [ids]
-        ids = list(ids)
-        if ids and hasattr(ids[0], '__len__'): return [self.sp.decode([int(i) for i in x]) for x in ids]
-        return self.sp.decode([int(i) for i in ids])
+@patch
+def decode(self: Tokenizer, ids):
+    "Text of a list of ids, or a list of texts for a list of id lists (NumPy arrays accepted)."
+    if hasattr(ids, 'tolist'): ids = ids.tolist()
+    if isinstance(ids, int): ids = [ids]
+    ids = list(ids)
+    if ids and hasattr(ids[0], '__len__'): return [self.sp.decode([int(i) for i in x]) for x in ids]
+    return self.sp.decode([int(i) for i in ids])
 
-    def id_to_piece(self, i): return self.sp.id_to_piece(int(i))
+@patch
+def id_to_piece(self: Tokenizer, i): return self.sp.id_to_piece(int(i))
 
-    def save(self, dir):
-        "Write the model as `dir/tokenizer.model` (the name LLaMA checkpoints use); returns the path."
-        path = Path(dir) / 'tokenizer.model'
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.sp.serialized_model_proto())
-        return path
+@patch
+def save(self: Tokenizer, dir):
+    "Write the model as `dir/tokenizer.model` (the name LLaMA checkpoints use); returns the path."
+    path = Path(dir) / 'tokenizer.model'
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(self.sp.serialized_model_proto())
+    return path
 
 # %% ../nbs/01_tokenizer.ipynb #b3db5134
 TRAINER_DEFAULTS = dict(

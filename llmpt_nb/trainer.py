@@ -352,8 +352,8 @@ class Trainer:
         self.accum_steps = cfg.runner_config.gradient_accumulation_steps
         self._build_cells(cells)
         self._plan_steps()
-        mc = net.config  # weights used in matmuls: all but an untied input embedding table
-        self.n_matmul = count_parameters(net) - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
+        mc, self.n_params = net.config, count_parameters(net)  # matmul weights: all but an untied input embedding
+        self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
         self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
         self.references, self.chars_per_token = dict(references or {}), chars_per_token
         self.callbacks, self.history, self.eval_history, self.saved_step = list(callbacks), [], [], None
@@ -487,6 +487,22 @@ def save(self: Trainer):
                 config_hash=config_hash(self.cfg), config=self.cfg.to_dict(), seed=self.cfg.seed, numpy_rng=_rng_state())
     return save_training_state(folder, self.step, self.state_params(), meta, keep=self.cfg.callbacks.keep_checkpoint_max)
 
+# %% ../nbs/05_train.ipynb #be7cee37
+@patch
+def check_resumable(self: Trainer, ckpt, meta):
+    "Refuse a checkpoint whose global batch or optimizer sharding differs from this run's: the run would not line up."
+    if meta["global_batch"] != self.global_batch:
+        raise ValueError(
+            f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
+            f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
+            "data position and the schedule would no longer line up. Resume with the same batch settings, or "
+            "start a new run from these weights in another output_dir.")
+    if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
+        raise ValueError(
+            f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
+            f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
+            f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
+
 # %% ../nbs/05_train.ipynb #4bc58175
 @patch
 def resume(self: Trainer):
@@ -502,17 +518,7 @@ def resume(self: Trainer):
         self.cut_metrics(0)
         return 0
     ckpt, meta = found
-    if meta["global_batch"] != self.global_batch:
-        raise ValueError(
-            f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
-            f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
-            "data position and the schedule would no longer line up. Resume with the same batch settings, or "
-            "start a new run from these weights in another output_dir.")
-    if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
-        raise ValueError(
-            f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
-            f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
-            f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
+    self.check_resumable(ckpt, meta)
     load_checked(self.state_params(), ckpt)
     if self.sharded_state:
         load_checked(self.moments(), ckpt.with_name(f"step_{meta['step']}.rank{self.rank}.ckpt"))

@@ -46,7 +46,7 @@ class ModelConfig:
 
     def to_dict(self): return asdict(self)
 
-
+# %% ../../nbs/03_model.ipynb #68cb248a
 @dataclass
 class LlamaConfig(ModelConfig):
     "Hyperparameters of a LLaMA decoder (MindFormers field names)."
@@ -171,7 +171,7 @@ class Embedding(nn.Cell):
     def construct(self, ids):
         return self.gather(self.weight, ids, 0)
 
-
+# %% ../../nbs/03_model.ipynb #94265a92
 class LlamaModel(nn.Cell):
     def __init__(self, cfg: LlamaConfig):
         super().__init__()

@@ -12,6 +12,7 @@ __all__ = ['ACTIVATIONS', 'MASKED_LM', 'EncoderConfig', 'Dense', 'LayerNorm', 'a
 import math
 from dataclasses import dataclass, fields, asdict
 import numpy as np
+from fastcore.basics import patch
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
@@ -60,12 +61,11 @@ class EncoderConfig(ModelConfig):
                              f"{self.max_position_embeddings - self.position_offset}")
         self.check_dtypes()
 
-    @property
-    def position_offset(self):
-        "RoBERTa's first real position id is pad_token_id + 1; BERT's is 0."
-        return self.pad_token_id + 1 if self.model_type == "roberta" else 0
-
-
+# %% ../../nbs/03b_encoder.ipynb #398c3b58
+@patch(as_prop=True)
+def position_offset(self: EncoderConfig):
+    "RoBERTa's first real position id is pad_token_id + 1; BERT's is 0."
+    return self.pad_token_id + 1 if self.model_type == "roberta" else 0
 
 # %% ../../nbs/03b_encoder.ipynb #562e6c85
 class Dense(Linear):
@@ -149,7 +149,7 @@ class BertSelfAttention(nn.Cell):
         weights = self.dropout(ops.softmax(scores, axis=-1)).astype(v.dtype)
         return ops.matmul(weights, v).swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim)
 
-
+# %% ../../nbs/03b_encoder.ipynb #67125a84
 class BertSelfOutput(nn.Cell):
     "dense -> dropout -> LayerNorm(residual + .)  (post-norm)"
     def __init__(self, cfg: EncoderConfig, in_features):
@@ -172,7 +172,7 @@ class BertAttention(nn.Cell):
     def construct(self, x, mask):
         return self.output(self.self(x, mask), x)
 
-
+# %% ../../nbs/03b_encoder.ipynb #c3ef055a
 class BertIntermediate(nn.Cell):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
@@ -218,7 +218,7 @@ class BertModel(nn.Cell):
         mask = (1.0 - attention_mask.astype(self.softmax_dtype)).reshape(attention_mask.shape[0], 1, 1, -1) * -1e9
         return self.encoder(self.embeddings(input_ids, token_type_ids), mask)
 
-
+# %% ../../nbs/03b_encoder.ipynb #afee191c
 class Decoder(nn.Cell):
     """An untied output layer (weight (vocab, hidden) and bias), for checkpoints with tie_word_embeddings false.
     transformers 5 then unties the bias too: the decoder's bias is used and the head's own `bias` is not."""
@@ -254,7 +254,7 @@ class RobertaLMHead(nn.Cell):
             return _mlm_scores(h, word_embeddings, self.bias, self.matmul, self.compute_dtype)
         return _mlm_scores(h, self.decoder.weight, self.decoder.bias, self.matmul, self.compute_dtype)
 
-
+# %% ../../nbs/03b_encoder.ipynb #f0484392
 class BertPredictionHeadTransform(nn.Cell):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
