@@ -43,7 +43,7 @@ def test_hugging_face_folder(tmp_path, docs):
     from llmpt_nb.tokenizer import train_tokenizer
     from llmpt_nb.testing import tiny_hf_model
     from llmpt_nb.weights import load_hf_model, parameter_arrays
-    tok = train_tokenizer(docs[:150], tmp_path / "tok" / "tokenizer", vocab_size=1000, character_coverage=0.98)
+    tok = train_tokenizer(docs[:150], tmp_path / "tok" / "tokenizer", vocab_size=2000, character_coverage=0.98)
     hf = tiny_hf_model(tmp_path / "hf", vocab_size=tok.vocab_size)           # 2 layers, hidden 32, 4 heads, untied
     shape = {"vocab_size": tok.vocab_size, "hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads": 4,
              "n_kv_heads": 4, "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
@@ -54,14 +54,14 @@ def test_hugging_face_folder(tmp_path, docs):
     a, b = parameter_arrays(net), parameter_arrays(ref)
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     # the folder's SentencePiece model has the same size but other pieces: not the run's tokenizer
-    other = train_tokenizer(docs[150:], tmp_path / "other" / "tokenizer", vocab_size=1000, character_coverage=0.98)
+    other = train_tokenizer(docs[150:300], tmp_path / "other" / "tokenizer", vocab_size=2000, character_coverage=0.98)
     shutil.copy(other.model_file, hf / "tokenizer.model")
     with pytest.raises(ValueError, match="the run's tokenizer is not the one the weights in .* were trained with"):
         load_pretrained(net, hf, tok)
     # only a Hugging Face tokenizer.json, and another vocabulary size
     (hf / "tokenizer.model").unlink(); (hf / "tokenizer.json").write_text("{}")
-    small = train_tokenizer(docs, tmp_path / "small" / "tokenizer", vocab_size=900, character_coverage=0.98)
-    with pytest.raises(ValueError, match="(?s)vocabulary of 1000 tokens but the run's tokenizer has 900 pieces.*"
+    small = train_tokenizer(docs[:150], tmp_path / "small" / "tokenizer", vocab_size=1500, character_coverage=0.98)
+    with pytest.raises(ValueError, match="(?s)vocabulary of 2000 tokens but the run's tokenizer has 1500 pieces.*"
                                          "SentencePiece tokenizer must be the one the weights were trained with"):
         load_pretrained(net, hf, small)
     # a model config that does not describe the weights: every difference, with the overrides that fix it
