@@ -618,6 +618,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'llmpt_nb.pipeline.checkpoint_tokenizer': ('pretrain.html#checkpoint_tokenizer', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.existing_data': ('pretrain.html#existing_data', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.finish_run': ('pretrain.html#finish_run', 'llmpt_nb/pipeline.py'),
+                                   'llmpt_nb.pipeline.fit_on_every_rank': ('pretrain.html#fit_on_every_rank', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.load_documents': ('pretrain.html#load_documents', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.load_pretrained': ('pretrain.html#load_pretrained', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.prepare_data': ('pretrain.html#prepare_data', 'llmpt_nb/pipeline.py'),

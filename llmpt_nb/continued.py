@@ -24,7 +24,7 @@ from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import set_context, Trainer
 from .checkpoint import atomic_write_text
 from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan
-from .pipeline import resolve_config, run_folder, resume_config, weights_digest
+from .pipeline import resolve_config, run_folder, resume_config, fit_on_every_rank
 from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits, _transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
@@ -413,11 +413,9 @@ def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, r
         run.trainer.eval_history.append(run.trainer.eval_record(run.trainer.evaluate()))
         run.trainer._log(run.trainer.eval_history[-1])
         say(f"held-out MLM loss before training: {run.trainer.eval_history[0]['eval_loss']:.4f}")
-    history = run.trainer.fit(resume=resumed)
-    if world > 1:  # a fingerprint of each rank's weights: data parallel must keep them identical
-        (out / f"weights_rank{rank}.sha256").write_text(weights_digest(run.net) + "\n")
-    if rank != 0:
-        return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
+    history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
+    if other_rank:
+        return other_rank
     summary = mlm_summary(cfg, run, out, time.time() - t0)
     atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
     before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]

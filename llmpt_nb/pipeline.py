@@ -6,7 +6,7 @@
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'check_output_dir', 'run_folder', 'prepare_output_dir', 'resume_config', 'check_memory',
            'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'build_model', 'existing_data',
-           'weights_digest', 'start_run', 'record_changes', 'finish_run', 'pretrain']
+           'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import functools, hashlib, json, math, os, shutil, time
@@ -296,6 +296,17 @@ def weights_digest(net):
         h.update(p.name.encode()); h.update(p.asnumpy().tobytes())
     return h.hexdigest()
 
+
+def fit_on_every_rank(trainer, out, resume=False):
+    """`trainer.fit(resume)`. With several workers each rank then writes the SHA-256 of its weights (data parallel must
+    keep them identical) and every rank but 0 gets its short summary. Returns (history, that summary or None)."""
+    history = trainer.fit(resume=resume)
+    if trainer.world_size > 1:
+        (Path(out) / f"weights_rank{trainer.rank}.sha256").write_text(weights_digest(trainer.net) + "\n")
+    if trainer.rank == 0:
+        return history, None
+    return history, dict(output_dir=str(out), rank=trainer.rank, steps=len(history), last_loss=history[-1]["loss"])
+
 # %% ../nbs/10_pretrain.ipynb #de389f8f
 def start_run(cfg, out, docs, rank=0, world=1, resumed=False, live=False, verbose=True):
     """Tokenizer and MindRecord (rank 0, new runs only), datasets, model and `Trainer`: everything is built and checked
@@ -394,11 +405,9 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     if changes and rank == 0:
         say("resuming with changed settings: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()))
         record_changes(out, cfg, changes, at)
-    history = run.trainer.fit(resume=resumed)
-    if world > 1:  # a fingerprint of each rank's weights: data parallel must keep them identical
-        (out / f"weights_rank{rank}.sha256").write_text(weights_digest(run.net) + "\n")
-    if rank != 0:
-        return dict(output_dir=str(out), rank=rank, steps=len(history), last_loss=history[-1]["loss"])
+    history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
+    if other_rank:
+        return other_rank
     summary = finish_run(cfg, run, out, time.time() - t0)
     say(f"sample: {summary['sample']}")
     if "baselines" in summary:
