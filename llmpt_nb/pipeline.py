@@ -247,7 +247,7 @@ def check_pretrained(theirs, ours, tok, where):
 # %% ../nbs/10_pretrain.ipynb #291824ab
 def load_pretrained(net, path, tok):
     "Set `net`'s weights from `path` (HF LLaMA folder, llmpt_nb .ckpt or run folder), checked; returns the MappingTable."
-    from .weights import load_hf_model, load_ms_checkpoint, assign_parameters, parameter_arrays  # chapter 07
+    from llmpt_nb.weights import load_hf_model, load_ms_checkpoint, assign_parameters, parameter_arrays  # chapter 07
     p = Path(path).expanduser()
     if p.is_dir() and not (p / "config.json").is_file() and (p / "checkpoint").is_dir():  # an llmpt_nb run folder
         found = latest_checkpoint(p / "checkpoint")
