@@ -137,11 +137,26 @@ def test_default_pretrain(tmp_path, env):
     assert "\ufffd" not in s["sample"]   # whole characters only
 
 
+def two_nodes(args, tmp_path, env):
+    """`args` (a `launch --workers 2 -- ...` command) run as two one-worker nodes (`--master-addr 127.0.0.1`,
+    `--node-rank 0/1`, one scheduler port) writing into tmp_path/nodes."""
+    from llmpt_nb.launch import free_port
+    port, rest = free_port(), args[3:]  # after "launch --workers 2"
+    nodes = [subprocess.Popen([bin_path("llmpt"), "launch", "--workers", "2", "--local-workers", "1", "--node-rank",
+                               str(k), "--master-addr", "127.0.0.1", "--master-port", str(port), "--log-dir",
+                               str(tmp_path / f"logs_node{k}"), *rest, f"--output_dir={tmp_path / 'nodes'}"], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
+    outputs = [p.communicate(timeout=900)[0] for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    assert (tmp_path / "logs_node1" / "worker_1.log").exists()  # node 1 ran rank 1
+
+
 @pytest.mark.parametrize("stage", [0, 2])
 def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data and both ranks end with identical weights.
     Ctrl-C to the launcher mid-run: every rank finishes the same step, one complete checkpoint is written, the launcher
-    exits 130 and prints the resume command; resuming ends bit-identical to a straight 5-step run."""
+    exits 130 and prints the resume command; resuming ends bit-identical to a straight 5-step run. Stage 0 also runs as two
+    nodes (two `llmpt launch` invocations with `--node-rank`), which must end with the one node's weights."""
     args = ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", "--lr_schedule.total_steps=5",
             "--runner_config.max_steps=5", "--callbacks.save_checkpoint_steps=10",
             f"--parallel.parallel_optimizer_config.zero_stage={stage}"]
@@ -150,6 +165,9 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
     assert digest(straight, 0) == digest(straight, 1)
+    if stage == 0:  # multi-node the way it is used: two launches on this machine act as node 0 and node 1
+        two_nodes(args, tmp_path, env)
+        assert digest(tmp_path / "nodes", 0) == digest(tmp_path / "nodes", 1) == digest(straight, 0)
     assert len(list((straight / "data").glob("train.mindrecord*"))) == 4     # 2 shards + their .db index files
     assert {p.name for p in (straight / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}  # <output_dir>/logs
 
@@ -176,23 +194,3 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     s = json.loads((broken / "summary.json").read_text())
     assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
 
-
-def test_two_nodes_train_like_one_node(tmp_path, env):
-    """Multi-node the way it is used: two `llmpt launch` invocations on this machine act as node 0 and node 1
-    (`--master-addr 127.0.0.1`, `--node-rank`, one local worker each) and train to the same weights as one node with
-    two workers."""
-    from llmpt_nb.launch import free_port
-    train = ["--", "llmpt", "pretrain", "--smoke", "--runner_config.max_steps=3"]
-    one, two = tmp_path / "one", tmp_path / "two"
-    r = llmpt("launch", "--workers", "2", "--log-dir", tmp_path / "logs", *train, f"--output_dir={one}", env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    port = free_port()
-    nodes = [subprocess.Popen([bin_path("llmpt"), "launch", "--workers", "2", "--local-workers", "1", "--node-rank",
-                               str(k), "--master-addr", "127.0.0.1", "--master-port", str(port), "--log-dir",
-                               str(tmp_path / f"logs_node{k}"), *train, f"--output_dir={two}"], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for k in (0, 1)]
-    outputs = [p.communicate(timeout=900)[0] for p in nodes]
-    assert [p.returncode for p in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
-    assert (tmp_path / "logs_node1" / "worker_1.log").exists()  # node 1 ran rank 1
-    digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
-    assert digest(two, 0) == digest(two, 1) == digest(one, 0) == digest(one, 1)

@@ -83,3 +83,7 @@ def test_a_changed_output_is_caught():
     assert differences(timed, [cell("#| varies: timing\nprint(n)", [out("19,400 lines in 0.21 s\n")])])
     assert differences([cell("#| varies\nprint(t)", [out("a\n")])], [cell("#| varies\nprint(t)", [out("b\n")])]) == []
     assert differences([cell("#| slow\ntrain()", [out("loss 2.1\n")])], [cell("#| slow\ntrain()", [])]) == []
+    live = {"output_type": "display_data", "data": {"application/vnd.jupyter.widget-view+json": {}, "text/plain": "VBox"}}
+    plot = {"output_type": "display_data", "data": {"image/png": "", "text/plain": "Figure"}}
+    assert differences([cell("#| varies: live\nfit()", [live, live])], [cell("#| varies: live\nfit()", [plot])]) == []
+    assert differences([cell("#| varies\nfit()", [live, live])], [cell("#| varies\nfit()", [plot])])

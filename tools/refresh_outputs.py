@@ -10,7 +10,8 @@ below (the one place that says what "the same output" means):
 - texts (stdout, stderr, the text of results and displays) after `tidy`: equal;
 - images and widgets: the same number in the cell, not the same bytes (fonts and pixels differ between machines);
 - a cell whose output is variable by nature says so in its source: `#| varies` compares only its images and
-  widgets; `#| varies: timing` masks durations and rates (`0.21 s`, `35 ms`, `1,200 tok/s`) and compares the rest.
+  widgets; `#| varies: timing` masks durations and rates (`0.21 s`, `35 ms`, `1,200 tok/s`) and compares the rest;
+  `#| varies: live` (a live training view) compares nothing: a kernel keeps it as widgets, nbdev-test as images.
 """
 import os, re, subprocess, sys, tempfile
 from pathlib import Path
@@ -44,9 +45,10 @@ def comparable(cell):
     if src.lstrip().startswith(SKIP_FLAGS): return None
     m = VARIES.search(src)
     mode = None if m is None else (m.group(1) or "all")
-    if mode not in (None, "all", "timing"):
-        raise ValueError(f"unknown `#| varies: {mode}` in cell {src[:60]!r}: write `#| varies` (output not compared) "
-                         "or `#| varies: timing` (durations and rates masked)")
+    if mode not in (None, "all", "timing", "live"):
+        raise ValueError(f"unknown `#| varies: {mode}` in cell {src[:60]!r}: write `#| varies` (only images and widgets "
+                         "counted), `#| varies: timing` (durations and rates masked) or `#| varies: live` (not compared)")
+    if mode == "live": return {}
     outs = cell.get("outputs", [])
     res = {"images": sum(any(k in o.get("data", {}) for k in IMAGES) for o in outs),
            "widgets": sum(WIDGET in o.get("data", {}) for o in outs)}
