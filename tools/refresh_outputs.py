@@ -55,7 +55,8 @@ def comparable(cell):
     if mode == "all": return res
     norm = lambda t: TIMING.sub("<time>", tidy(t)) if mode == "timing" else tidy(t)
     for name in ("stdout", "stderr"):
-        res[name] = norm("".join(_text(o.get("text")) for o in outs if o["output_type"] == "stream" and o.get("name") == name))
+        res[name] = norm("".join(_text(o.get("text")) for o in outs if o["output_type"] == "stream"  # a kernel may
+                                 and o.get("name") == name)).rstrip("\n")  # keep a stream's last newline, or not
     res["results"] = [norm(_text(o["data"].get("text/html", o["data"].get("text/plain"))))
                       for o in outs if o["output_type"] in ("execute_result", "display_data")
                       and not any(k in o["data"] for k in IMAGES + (WIDGET,))]
