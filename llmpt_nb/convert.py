@@ -10,9 +10,10 @@ __all__ = ['VERIFY_SENTENCES', 'VERIFY_RULES', 'convert_weights', 'verify_precis
 from pathlib import Path
 import numpy as np
 from .models.llama import DTYPES
-from .weights import (
+from llmpt_nb.weights import (
     FORMATS, DTYPES_NAME, HFCheckpoint, load_weights, load_hf_model, load_ms_checkpoint, export_hf, save_ms_checkpoint,
-    expected_shapes, parameter_arrays, to_mindformers, hf_model, hf_logits, our_logits, _transformers)
+    expected_shapes, parameter_arrays, to_mindformers, hf_model, hf_logits, our_logits, _transformers, ARCHITECTURES,
+    hf_architecture)
 
 # %% ../nbs/07a_convert.ipynb #1c2333fb
 def _tokenizer_files(src):
@@ -116,6 +117,11 @@ def verify_weights(hf_folder, checkpoint=None, config=None, sentences=None, rtol
     """Our model (from `hf_folder`, or from the .ckpt `checkpoint`) against transformers on `hf_folder`, on fixed sentences.
     Passes when max|diff| / max|logit| <= rtol and the top-1 agreement >= min_top1 (defaults: VERIFY_RULES[precision])."""
     hf_folder, sentences = Path(hf_folder), sentences or VERIFY_SENTENCES
+    arch = ARCHITECTURES[hf_architecture(HFCheckpoint(hf_folder).config, hf_folder / "config.json")]
+    if arch.fresh_head:
+        raise ValueError(f"{hf_folder} holds a bare {arch.name} (no MLM head): there are no logits to compare. "
+                         "Its encoder loads into our masked-LM model with a fresh head (chapter 07 checks the "
+                         "encoder's output against transformers); verify the folder you export after training.")
     net, _ = load_ms_checkpoint(checkpoint, config) if checkpoint else load_hf_model(hf_folder)
     precision, stored = verify_precision(net), net.config.param_init_type
     theirs_net = hf_model(hf_folder)

@@ -19,6 +19,8 @@ TINY_HF = {  # architecture -> (transformers config class, its small defaults)
                                              rms_norm_eps=1e-6, tie_word_embeddings=False)),
     "RobertaForMaskedLM": ("RobertaConfig", dict(_TINY_ENCODER, pad_token_id=1)),
     "BertForMaskedLM": ("BertConfig", dict(_TINY_ENCODER, pad_token_id=0)),
+    "RobertaModel": ("RobertaConfig", dict(_TINY_ENCODER, pad_token_id=1)),   # bare encoders: no MLM head
+    "BertModel": ("BertConfig", dict(_TINY_ENCODER, pad_token_id=0)),
 }
 
 def tiny_hf_model(folder, arch="LlamaForCausalLM", seed=0, dtype="float32", max_shard_size=None, noise=0.02, **overrides):

@@ -12,8 +12,8 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'LLAMA_HYPER', 'LLAMA_HF_IGNORE', 'MINDFO
            'encoder_config_to_hf', 'load_weights']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
-import json, os, re, shutil, sys
-from dataclasses import dataclass, field, asdict
+import json, os, re, shutil, sys, warnings
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import numpy as np
 import mindspore as ms
@@ -356,6 +356,7 @@ class Architecture:
     hf_export_skip: object = lambda cfg: []    # cfg -> our names not written to a Hugging Face folder
     hyper: list = field(default_factory=list)   # (config.json key, our config field)
     hf_rename: object = _identity               # Hugging Face name -> ours
+    fresh_head: str = ""                        # our names under this prefix start fresh (a checkpoint without them)
 
 ARCHITECTURES = {
     "LlamaForCausalLM": Architecture("LlamaForCausalLM", llama_config_from_hf, llama_config_to_hf, LlamaConfig,
@@ -368,18 +369,30 @@ def expected_shapes(net):
     "{parameter name: shape} of a network: what a checkpoint must provide."
     return {p.name: tuple(p.shape) for p in net.get_parameters()}
 
+# %% ../nbs/07_weights.ipynb #37a47b4e
+def _say_fresh(ckpt, arch, fresh, table, dtype):
+    "List the freshly initialised tensors in the table and warn: a bare encoder's MLM head is new, not loaded."
+    table.extend(Row("(not in the checkpoint)", n, a.shape, "-", dtype, "freshly initialised") for n, a in fresh.items())
+    warnings.warn(f"{ckpt.folder.name} holds a bare {arch.name} (no MLM head): the head's {len(fresh)} tensors "
+                  f"({arch.fresh_head}*) start freshly initialised, so the first MLM losses are those of a new head; "
+                  "the encoder's weights are loaded and checked as usual", stacklevel=3)
+
 def load_hf_model(folder, dtype="float32", seq_length=None, verbose=False):
     "Our model with the weights of a Hugging Face folder; returns (net, MappingTable). Strict: every tensor accounted for."
     ckpt = HFCheckpoint(folder)
     arch = ARCHITECTURES[hf_architecture(ckpt.config, ckpt.folder / "config.json")]
     cfg, hyper = arch.config_from_hf(ckpt.config, dtype=dtype, seq_length=seq_length, where=ckpt.folder / "config.json")
     net = arch.model_cls(cfg)
-    arrays, table = map_tensors(ckpt, arch.hf_rename, expected_shapes(net), dtype, arch.hf_ignore, arch.hf_tied(cfg),
+    fresh = {n: a for n, a in parameter_arrays(net).items() if arch.fresh_head and n.startswith(arch.fresh_head)}
+    expected = {n: s for n, s in expected_shapes(net).items() if n not in fresh}
+    arrays, table = map_tensors(ckpt, arch.hf_rename, expected, dtype, arch.hf_ignore, arch.hf_tied(cfg),
                                 where=str(ckpt.folder), what=f"{ckpt.folder.name} to {arch.name}",
                                 hint="config.json's sizes (layers, heads, key/value heads, tie_word_embeddings) must "
                                      "describe these tensors: use the config.json saved with them")
-    assign_parameters(net, arrays, where=str(ckpt.folder))
-    table.title, table.hyper = f"{ckpt.folder.name} (Hugging Face {arch.name}) -> llmpt_nb {arch.name}", hyper
+    assign_parameters(net, {**arrays, **fresh}, where=str(ckpt.folder))
+    table.title = f"{ckpt.folder.name} (Hugging Face {arch.name}) -> llmpt_nb {arch.model_cls.__name__}"
+    table.hyper = hyper
+    if fresh: _say_fresh(ckpt, arch, fresh, table, dtype)
     if verbose: print(table)
     return net, table
 
@@ -576,8 +589,8 @@ def _encoder_rename(name):
     return re.sub(r"(LayerNorm|layer_norm)\.gamma$", r"\1.weight", re.sub(r"(LayerNorm|layer_norm)\.beta$", r"\1.bias", name))
 _encoder_rename.inverse = _identity
 
-ENCODER_HF_IGNORE = [(r"(roberta|bert)\.embeddings\.(position_ids|token_type_ids)", "buffer, not a weight"),
-                     (r"(roberta|bert)\.pooler\..*", "pooler: not used by the MLM head"),
+ENCODER_HF_IGNORE = [(r"((roberta|bert)\.)?embeddings\.(position_ids|token_type_ids)", "buffer, not a weight"),
+                     (r"((roberta|bert)\.)?pooler\..*", "pooler: not used by the MLM head"),
                      (r"cls\.seq_relationship\..*", "next-sentence head: not used by the MLM head")]
 
 def _encoder_tied(prefix, head):
@@ -596,6 +609,18 @@ ARCHITECTURES.update({
                                     BertForMaskedLM, ENCODER_HF_IGNORE, _encoder_tied("bert", "cls.predictions"),
                                     hyper=ENCODER_HYPER, hf_rename=_encoder_rename),
 })
+
+# %% ../nbs/07_weights.ipynb #85821ba4
+def _bare(name, masked_lm, prefix, head):
+    "A bare encoder as sentence-embedding models ship it: loaded into our `masked_lm` model, whose `head` starts fresh."
+    full = ARCHITECTURES[masked_lm]
+    rename = lambda n: full.hf_rename(f"{prefix}.{n}")
+    rename.inverse = lambda n: n[len(prefix) + 1:] if n.startswith(prefix + ".") else None
+    return replace(full, name=name, hf_rename=rename, hf_tied=lambda cfg: [], fresh_head=head)
+
+SUPPORTED += ["RobertaModel", "BertModel"]
+ARCHITECTURES.update(RobertaModel=_bare("RobertaModel", "RobertaForMaskedLM", "roberta", "lm_head."),
+                     BertModel=_bare("BertModel", "BertForMaskedLM", "bert", "cls."))
 
 # %% ../nbs/07_weights.ipynb #4ae44ac6
 FORMATS = ("hf", "ms", "mindformers")

@@ -130,6 +130,28 @@ def test_cli_rejects_a_tokenizer_that_disagrees(tiny, tmp_path):
     assert "tokens but the checkpoint's config.json says vocab_size" in r.stderr and str(bad) in r.stderr
 
 
+def test_cli_continue_pretrain_from_a_bare_encoder(tiny, tmp_path):
+    "A RobertaModel folder (no MLM head, as sentence-embedding models ship) trains with a fresh head, and says so."
+    import shutil, transformers
+    folder, _ = tiny
+    bare = tmp_path / "bare"
+    transformers.RobertaForMaskedLM.from_pretrained(str(folder)).roberta.save_pretrained(str(bare))
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy(folder / f, bare / f)
+    assert json.loads((bare / "config.json").read_text())["architectures"] == ["RobertaModel"]
+    out = tmp_path / "run"
+    r = run_cli("continue-pretrain", f"--load_checkpoint={bare}", f"--output_dir={out}",
+                "--train_dataset.max_documents=600", "--runner_config.max_steps=8", "--callbacks.eval_batches=4")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "holds a bare RobertaModel (no MLM head)" in r.stderr and "freshly initialised" in r.stderr
+    assert "freshly initialised" in (out / "weights_table.txt").read_text()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["eval_after"]["eval_loss"] < s["eval_before"]["eval_loss"], s
+    assert json.loads((out / "hf" / "config.json").read_text())["architectures"] == ["RobertaForMaskedLM"]
+    v = run_cli("convert-weights", "--verify", bare, timeout=300)
+    assert v.returncode == 2 and "no MLM head" in v.stderr and "Traceback" not in v.stderr, v.stderr[-2000:]
+
+
 def test_launch_two_workers_match_one_process(tmp_path):
     """`llmpt launch --workers 2 -- llmpt continue-pretrain`: two ranks with one micro-batch each train to the weights of
     one process accumulating the same two micro-batches (dropout off: each process draws its own dropout masks)."""
