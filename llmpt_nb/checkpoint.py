@@ -4,14 +4,17 @@
 
 # %% auto #0
 __all__ = ['atomic_path', 'atomic_write_text', 'save_checkpoint', 'list_checkpoints', 'save_training_state', 'CheckpointError',
-           'file_digest', 'read_checkpoint_meta', 'latest_checkpoint', 'nonfinite_names', 'load_checked']
+           'file_digest', 'read_checkpoint_meta', 'latest_checkpoint', 'nonfinite_names', 'load_checked',
+           'CheckpointMonitor', 'sharded_state', 'moments', 'state_params', 'check_resumable', 'cut_metrics']
 
 # %% ../nbs/06_checkpoint.ipynb #ca9ba14e
-import hashlib, json, os, re
+import hashlib, json, os, re, sys
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import mindspore as ms
+from fastcore.basics import patch
+from .config import config_hash
 
 # %% ../nbs/06_checkpoint.ipynb #3e8ac886
 @contextmanager
@@ -148,3 +151,119 @@ def load_checked(params, checkpoint, ignore=()):
     for n, p in by_name.items():
         p.set_data(ms.Tensor(ckpt[n].asnumpy(), p.dtype))
     return len(by_name)
+
+# %% ../nbs/06_checkpoint.ipynb #88df27b9
+class CheckpointMonitor:
+    """How chapter 05's `Trainer` saves and resumes (a callback, as in MindFormers): a training checkpoint every
+    `callbacks.save_checkpoint_steps`, at the last step and when SIGINT/SIGTERM stops the run; with
+    `fit(resume=True)` the run continues from the newest checkpoint that passes its checks."""
+    order, resumes = 1, True  # after the loss scale is updated: the checkpoint holds the scale the next step uses
+
+    def __init__(self): self.saved_step = None
+
+    def before_fit(self, trainer, resume):
+        if resume and self.resume(trainer) and trainer.verbose:
+            st = trainer.state
+            print(f"resumed from step {st['step']} (micro-batch {st['micro_step']}, loss scale {st['loss_scale']:g})")
+
+    def after_step(self, trainer, rec):
+        if trainer.step % trainer.cfg.callbacks.save_checkpoint_steps == 0 or rec["last"]:
+            self.save(trainer)
+
+    def on_stop(self, trainer):
+        if self.saved_step != trainer.step:
+            self.save(trainer)
+
+# %% ../nbs/06_checkpoint.ipynb #6eaf5699
+def sharded_state(trainer):
+    "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
+    return trainer.world_size > 1 and getattr(trainer.optimizer, "stage", 0) >= 1
+
+def moments(trainer):
+    return list(trainer.optimizer.exp_avg) + list(trainer.optimizer.exp_avg_sq)
+
+def state_params(trainer):
+    "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
+    own = [] if sharded_state(trainer) else moments(trainer)
+    return list(trainer.net.get_parameters()) + own + [trainer.optimizer.global_step]
+
+def _rng_state():
+    "NumPy's global RNG state as JSON-able values (restored on resume)."
+    _, keys, pos, *_ = np.random.get_state()
+    return {"keys": [int(k) for k in keys], "pos": int(pos)}
+
+# %% ../nbs/06_checkpoint.ipynb #f01b8134
+@patch
+def save(self: CheckpointMonitor, tr):
+    """Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait.
+    Weights or moments holding NaN/inf are never saved: the run stops naming the last good checkpoint."""
+    folder, sharded = tr.output_dir / "checkpoint", sharded_state(tr)
+    bad = nonfinite_names(moments(tr) if sharded else state_params(tr) if tr.is_main else [])
+    if tr.barrier(float(len(bad))) > 0:  # every rank stops together
+        last = latest_checkpoint(folder)
+        raise FloatingPointError(
+            f"non-finite values at step {tr.step} in {', '.join(bad[:4]) or 'another rank'}"
+            f"{' ...' if len(bad) > 4 else ''}: this state was not saved. The last good checkpoint is "
+            f"{last[0] if last else 'none'}; lower the learning rate or check the data, then resume from it.")
+    self.saved_step = tr.step
+    if sharded:
+        save_checkpoint(folder / f"step_{tr.step}.rank{tr.rank}.ckpt", moments(tr))
+        tr.barrier()
+    if not tr.is_main:
+        return None
+    st = tr.state
+    meta = dict(st, epoch=st["micro_step"] // tr.batches_per_epoch, batch_in_epoch=st["micro_step"] % tr.batches_per_epoch,
+                accumulation_position=0, global_batch=tr.global_batch, world_size=tr.world_size, sharded_optimizer=sharded,
+                config_hash=config_hash(tr.cfg), config=tr.cfg.to_dict(), seed=tr.cfg.seed, numpy_rng=_rng_state())
+    return save_training_state(folder, tr.step, state_params(tr), meta, keep=tr.cfg.callbacks.keep_checkpoint_max)
+
+# %% ../nbs/06_checkpoint.ipynb #6dbf9dcf
+def check_resumable(tr, ckpt, meta):
+    "Refuse a checkpoint whose global batch or optimizer sharding differs from this run's: the run would not line up."
+    if meta["global_batch"] != tr.global_batch:
+        raise ValueError(
+            f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
+            f"step, this run has {tr.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
+            "data position and the schedule would no longer line up. Resume with the same batch settings, or "
+            "start a new run from these weights in another output_dir.")
+    sharded = sharded_state(tr)
+    if meta.get("sharded_optimizer", False) != sharded or (sharded and meta["world_size"] != tr.world_size):
+        raise ValueError(
+            f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
+            f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {tr.world_size}"
+            f"{' with ZeRO' if sharded else ''}: resume with the same workers and zero_stage.")
+
+# %% ../nbs/06_checkpoint.ipynb #9ee0f2f3
+@patch
+def resume(self: CheckpointMonitor, tr):
+    """Restore `tr` from the newest checkpoint in output_dir/checkpoint that passes its checks (damaged newer ones are
+    named and skipped); returns its step. With none, say so and start again from step 0."""
+    damaged, loud = [], tr.verbose and tr.is_main
+    found = latest_checkpoint(tr.output_dir / "checkpoint", damaged)
+    for path, why in damaged if loud else []:
+        print(f"skipping the damaged checkpoint {path.name}: {why}", file=sys.stderr)
+    if found is None:
+        if loud:
+            print(f"no complete checkpoint in {tr.output_dir / 'checkpoint'}: starting the run again from step 0")
+        cut_metrics(tr, 0)
+        return 0
+    ckpt, meta = found
+    check_resumable(tr, ckpt, meta)
+    load_checked(state_params(tr), ckpt)
+    if sharded_state(tr):
+        load_checked(moments(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}.ckpt"))
+    tr.state.update({k: meta[k] for k in tr.state})
+    np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
+    self.saved_step = tr.step
+    cut_metrics(tr, tr.step)
+    return tr.step
+
+def cut_metrics(tr, step):
+    "Drop what metrics.jsonl logged after `step` (those steps are trained again): one run, one history."
+    metrics = tr.output_dir / "metrics.jsonl"
+    kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()] if metrics.exists() else []
+    kept = [r for r in kept if r["step"] <= step]
+    if tr.is_main and metrics.exists():
+        atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
+    tr.history = [r for r in kept if "loss" in r]
+    tr.eval_history = [r for r in kept if "eval_loss" in r]

@@ -6,7 +6,7 @@
 __all__ = ['cache_dir', 'set_context', 'warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'AccumulateStep',
            'ApplyStep', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file', 'find_peak_flops',
            'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of', 'count_batches',
-           'Trainer', 'format_eval']
+           'config_callbacks', 'Trainer', 'format_eval']
 
 # %% ../nbs/05_train.ipynb #497037e1
 import json, logging, math, os, platform, resource, signal, sys, threading, time
@@ -18,10 +18,10 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
 from tqdm.auto import tqdm
 from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
-from .config import config_hash, register, REGISTRY
+from .config import register, REGISTRY
 from .figures import use_cjk_font
-from .checkpoint import (save_checkpoint, save_training_state, latest_checkpoint, load_checked, nonfinite_names,
-                                 atomic_write_text)
+from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
+from .amp import DynamicLossScale
 
 # %% ../nbs/05_train.ipynb #383482cd
 def cache_dir():
@@ -252,22 +252,22 @@ def plot_losses(history, eval_history=(), ax=None, references=None):
 
 
 class LivePlot:
-    "Callback that redraws the loss curve (with `references`) and the metrics line in a notebook output widget."
+    "A `Trainer` callback that redraws the loss curve (with `references`) and the metrics line in a notebook widget."
     def __init__(self, every=5, references=None):
         import ipywidgets as widgets
         from IPython.display import display
         self.every, self.references, self.out, self.label = every, references, widgets.Output(), widgets.HTML()
         display(widgets.VBox([self.label, self.out]))
 
-    def __call__(self, rec, history, eval_history):
-        if rec["step"] % self.every and not rec.get("last"):
+    def after_step(self, trainer, rec):
+        if rec["step"] % self.every and not rec["last"]:
             return
         import matplotlib.pyplot as plt
-        held = f" | held-out {eval_history[-1]['eval_loss']:.4f}" if eval_history else ""
-        self.label.value = format_record(rec) + held
+        evals = trainer.eval_history
+        self.label.value = format_record(rec) + (f" | held-out {evals[-1]['eval_loss']:.4f}" if evals else "")
         with self.out:
             self.out.clear_output(wait=True)
-            ax = plot_losses(history, eval_history, references=self.references)
+            ax = plot_losses(trainer.history, evals, references=self.references)
             plt.show(ax.figure)
             plt.close(ax.figure)
 
@@ -314,13 +314,7 @@ class GracefulStop:
         self.restore()
 
 
-# %% ../nbs/05_train.ipynb #07b96013
-def _rng_state():
-    "NumPy's global RNG state as JSON-able values (restored on resume)."
-    _, keys, pos, *_ = np.random.get_state()
-    return {"keys": [int(k) for k in keys], "pos": int(pos)}
-
-
+# %% ../nbs/05_train.ipynb #6e6c834c
 def batches_of(source):
     "The (input_ids, labels) NumPy pairs of a batched MindSpore dataset, or of any iterable of such pairs."
     if hasattr(source, "create_tuple_iterator"):
@@ -332,12 +326,22 @@ def count_batches(source):
     return source.get_dataset_size() if hasattr(source, "get_dataset_size") else len(source)
 
 
+def config_callbacks(cfg):
+    """What the config asks of every run: checkpoints and exact resume (chapter 06's `CheckpointMonitor`) and, when the
+    loss scale is dynamic, its updates (chapter 08's `DynamicLossScale`)."""
+    sc = cfg.runner_wrapper.scale_sense
+    dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
+    return [CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
+
+# %% ../nbs/05_train.ipynb #07b96013
 class Trainer:
     """The one GRAPH_MODE training loop: gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
     evaluation, checkpoints and exact resume, for any `loss_net(input_ids, labels)` (default: `CausalLMLoss(net)`;
     chapter 11 gives it an MLM loss). `train_data` is a batched dataset or a list of (input_ids, labels) NumPy pairs, or
     a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
-    `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char."""
+    `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char.
+    Callbacks hook into `fit` (`before_fit`, `after_step`, `on_stop`): the config's come first (`config_callbacks`),
+    then `callbacks` (the live plot)."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
                  verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
                  loss_net=None):
@@ -356,7 +360,8 @@ class Trainer:
         self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
         self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
         self.references, self.chars_per_token = dict(references or {}), chars_per_token
-        self.callbacks, self.history, self.eval_history, self.saved_step = list(callbacks), [], [], None
+        self.callbacks = sorted(config_callbacks(cfg) + list(callbacks), key=lambda c: getattr(c, "order", 0))
+        self.history, self.eval_history = [], []
         self.fit_started = time.perf_counter()
         self.state = dict(step=0, micro_step=0, tokens_seen=0, good_steps=0, overflows_in_row=0,
                           loss_scale=float(cfg.runner_wrapper.scale_sense.loss_scale_value))
@@ -447,97 +452,6 @@ def format_eval(rec):
     return (f"step {rec['step']} held-out loss {rec['eval_loss']:.4f}{bpc} perplexity {rec['eval_ppl']:.1f}"
             + (f" | {', '.join(refs)} (nats/token)" if refs else ""))
 
-# %% ../nbs/05_train.ipynb #c8e14744
-@patch(as_prop=True)
-def sharded_state(self: Trainer):
-    "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
-    return self.world_size > 1 and getattr(self.optimizer, "stage", 0) >= 1
-
-@patch
-def moments(self: Trainer):
-    return list(self.optimizer.exp_avg) + list(self.optimizer.exp_avg_sq)
-
-@patch
-def state_params(self: Trainer):
-    "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
-    own = [] if self.sharded_state else self.moments()
-    return list(self.net.get_parameters()) + own + [self.optimizer.global_step]
-
-@patch
-def save(self: Trainer):
-    """Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait.
-    Weights or moments holding NaN/inf are never saved: the run stops naming the last good checkpoint."""
-    folder = self.output_dir / "checkpoint"
-    bad = nonfinite_names(self.moments() if self.sharded_state else self.state_params() if self.is_main else [])
-    if self.barrier(float(len(bad))) > 0:  # every rank stops together
-        last = latest_checkpoint(folder)
-        raise FloatingPointError(
-            f"non-finite values at step {self.step} in {', '.join(bad[:4]) or 'another rank'}"
-            f"{' ...' if len(bad) > 4 else ''}: this state was not saved. The last good checkpoint is "
-            f"{last[0] if last else 'none'}; lower the learning rate or check the data, then resume from it.")
-    self.saved_step = self.step
-    if self.sharded_state:
-        save_checkpoint(folder / f"step_{self.step}.rank{self.rank}.ckpt", self.moments())
-        self.barrier()
-    if not self.is_main:
-        return None
-    meta = dict(self.state, epoch=self.state["micro_step"] // self.batches_per_epoch,
-                batch_in_epoch=self.state["micro_step"] % self.batches_per_epoch, accumulation_position=0,
-                global_batch=self.global_batch, world_size=self.world_size, sharded_optimizer=self.sharded_state,
-                config_hash=config_hash(self.cfg), config=self.cfg.to_dict(), seed=self.cfg.seed, numpy_rng=_rng_state())
-    return save_training_state(folder, self.step, self.state_params(), meta, keep=self.cfg.callbacks.keep_checkpoint_max)
-
-# %% ../nbs/05_train.ipynb #be7cee37
-@patch
-def check_resumable(self: Trainer, ckpt, meta):
-    "Refuse a checkpoint whose global batch or optimizer sharding differs from this run's: the run would not line up."
-    if meta["global_batch"] != self.global_batch:
-        raise ValueError(
-            f"the checkpoint {ckpt} was trained with a global batch of {meta['global_batch']} rows per optimizer "
-            f"step, this run has {self.global_batch} (batch_size x gradient_accumulation_steps x workers): the "
-            "data position and the schedule would no longer line up. Resume with the same batch settings, or "
-            "start a new run from these weights in another output_dir.")
-    if meta.get("sharded_optimizer", False) != self.sharded_state or (self.sharded_state and meta["world_size"] != self.world_size):
-        raise ValueError(
-            f"the checkpoint {ckpt} holds optimizer state for {meta['world_size']} worker(s)"
-            f"{' split by ZeRO' if meta.get('sharded_optimizer') else ''}; this run has {self.world_size}"
-            f"{' with ZeRO' if self.sharded_state else ''}: resume with the same workers and zero_stage.")
-
-# %% ../nbs/05_train.ipynb #4bc58175
-@patch
-def resume(self: Trainer):
-    """Continue from the newest checkpoint in output_dir/checkpoint that passes its checks (damaged newer ones are
-    named and skipped); returns its step. With none, say so and start again from step 0."""
-    damaged = []
-    found = latest_checkpoint(self.output_dir / "checkpoint", damaged)
-    for path, why in damaged if self.verbose and self.is_main else []:
-        print(f"skipping the damaged checkpoint {path.name}: {why}", file=sys.stderr)
-    if found is None:
-        if self.verbose and self.is_main:
-            print(f"no complete checkpoint in {self.output_dir / 'checkpoint'}: starting the run again from step 0")
-        self.cut_metrics(0)
-        return 0
-    ckpt, meta = found
-    self.check_resumable(ckpt, meta)
-    load_checked(self.state_params(), ckpt)
-    if self.sharded_state:
-        load_checked(self.moments(), ckpt.with_name(f"step_{meta['step']}.rank{self.rank}.ckpt"))
-    self.state.update({k: meta[k] for k in self.state})
-    np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
-    self.cut_metrics(self.step)
-    return self.step
-
-@patch
-def cut_metrics(self: Trainer, step):
-    "Drop what metrics.jsonl logged after `step` (those steps are trained again): one run, one history."
-    metrics = self.output_dir / "metrics.jsonl"
-    kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()] if metrics.exists() else []
-    kept = [r for r in kept if r["step"] <= step]
-    if self.is_main and metrics.exists():
-        atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
-    self.history = [r for r in kept if "loss" in r]
-    self.eval_history = [r for r in kept if "eval_loss" in r]
-
 @patch
 def _log(self: Trainer, rec):
     if self.is_main:
@@ -546,24 +460,29 @@ def _log(self: Trainer, rec):
 
 # %% ../nbs/05_train.ipynb #50666fa0
 @patch
-def update_loss_scale(self: Trainer, finite):
-    "Halve the scale (not below 1) and skip on overflow; double it after scale_window clean steps."
-    sc, st = self.cfg.runner_wrapper.scale_sense, self.state
+def count_overflow(self: Trainer, finite):
+    """Count clean steps and overflows in a row (the optimizer skipped the overflowing step); stop the run after
+    `runner_wrapper.max_consecutive_overflows` in a row, or it would skip steps forever."""
+    st = self.state
     if finite:
         st["good_steps"] += 1; st["overflows_in_row"] = 0
-        if sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell" and st["good_steps"] % sc.scale_window == 0:
-            st["loss_scale"] *= sc.scale_factor
         return
     st["good_steps"] = 0; st["overflows_in_row"] += 1
-    st["loss_scale"] = max(1.0, st["loss_scale"] / sc.scale_factor)
     limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
     if st["overflows_in_row"] >= limit:
         last = latest_checkpoint(self.output_dir / "checkpoint")
         raise FloatingPointError(
             f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
-            f"scale now {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
+            f"scale {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
             f"{last[0] if last else 'none'}. Lower the learning rate, check the data, or raise "
             "runner_wrapper.max_consecutive_overflows.")
+
+@patch
+def _call(self: Trainer, hook, *args):
+    "Run `hook` (before_fit, after_step, on_stop) of every callback that has it, in order."
+    for c in self.callbacks:
+        if hasattr(c, hook):
+            getattr(c, hook)(self, *args)
 
 # %% ../nbs/05_train.ipynb #be1e5bfc
 @patch
@@ -585,10 +504,11 @@ def train_step(self: Trainer, batches):
 
 @patch
 def fit(self: Trainer, resume=False):
-    "Train until `total_steps` optimizer steps (continuing from the newest checkpoint if `resume`)."
+    "Train until `total_steps` optimizer steps (if `resume`, a callback first restores the newest checkpoint)."
     self.fit_started = time.perf_counter()
-    if resume and self.resume() and self.verbose:
-        print(f"resumed from step {self.step} (micro-batch {self.state['micro_step']}, loss scale {self.state['loss_scale']:g})")
+    if resume and not any(getattr(c, "resumes", False) for c in self.callbacks):
+        raise ValueError("fit(resume=True) needs a callback that restores a checkpoint (chapter 06's CheckpointMonitor)")
+    self._call("before_fit", resume)
     if self.verbose and self.is_main:
         print(f"MFU is reported against {self.peak_flops / 1e9:,.0f} GFLOP/s per worker: {self.peak_source}")
     self.loss_net.set_train(True)  # dropout on while training (evaluate turns it off and on again)
@@ -615,7 +535,7 @@ def _loop(self: Trainer, batches, bar, stop):
         t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
         seen = self.state["tokens_seen"]
         loss, norm, finite = self.train_step(batches)
-        self.update_loss_scale(finite)
+        self.count_overflow(finite)
         dt = time.perf_counter() - t0
         self.state["step"] += 1
         achieved = self.step_flops / dt / self.world_size
@@ -634,12 +554,8 @@ def _loop(self: Trainer, batches, bar, stop):
             self.eval_history.append(erec); self._log(erec)
             if self.verbose and self.is_main:
                 tqdm.write(format_eval(erec), file=sys.stdout)
-        if self.step % cb.save_checkpoint_steps == 0 or last:
-            self.save()
-        for c in self.callbacks:
-            c({**rec, "last": last}, self.history, self.eval_history)
+        self._call("after_step", {**rec, "last": last})  # the loss scale, then checkpoints, then yours
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
-            if self.saved_step != self.step:
-                self.save()
+            self._call("on_stop")
             raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir)
