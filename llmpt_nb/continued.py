@@ -100,7 +100,6 @@ def load_checkpoint_tokenizer(folder):
     _, transformers = _transformers()
     return transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
-
 @dataclass
 class TokenizerReport:
     "How a checkpoint's tokenizer handles the domain text."
@@ -131,6 +130,7 @@ class TokenizerReport:
 
 def _squash(text): return "".join(text.lower().split())
 
+# %% ../nbs/11_continue_pretrain.ipynb #1c230d81
 def check_tokenizer(tok, model_config, lines=(), where="the checkpoint"):
     "Raise if `tok` disagrees with the model (vocabulary size, padding id, [MASK]); report its round trip on `lines`."
     n, vocab_size = len(tok), model_config.vocab_size

@@ -217,77 +217,63 @@ def _report_failures(log_dir, failed, ranks, workers, out, n):
         print("    " + tail(Path(log_dir) / f"worker_{r}.log", n).replace("\n", "\n    "), file=out, flush=True)
     return sorted(named)
 
-# %% ../nbs/09a_launch.ipynb #1549e2c8
-def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, master_addr="127.0.0.1",
-           local_workers=None, node_rank=None, echo=0, grace=5.0, comm_timeout=600, tail_lines=30,
-           cluster_time_out=None, env=None, stop_grace=120):
-    """Run `command` (a list, e.g. ['llmpt', 'pretrain']) on `workers` processes with msrun and wait.
-    `echo`: the rank whose output is shown live (a list of ranks, 'all', or None). Returns the exit code."""
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    env = worker_env(env, comm_timeout)
-    task = task_command(command, env)
-    if master_port is None:
-        if local_workers not in (None, workers):
-            raise ValueError("a job over several machines needs the same master_port on each: pass master_port")
-        master_port = free_port()
+# %% ../nbs/09a_launch.ipynb #94ff612e
+def _failed_workers(log_dir):
+    "(pid, exit code) of every worker msrun has reported as failed so far."
+    return [(int(p), int(c)) for p, c in _FAILED.findall((log_dir / "msrun.log").read_text(errors="replace"))]
+
+
+def _fresh_log_dir(log_dir):
+    "The job's log folder, without an earlier job's logs (they would be read as this one's), with its pid folder."
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="llmpt_launch_")).resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
     for old in [*log_dir.glob("worker_*.log"), *log_dir.glob(".pids/pid_*"), log_dir / "scheduler.log", log_dir / "msrun.log"]:
-        old.unlink(missing_ok=True)  # logs of an earlier job in the same folder would be read as this one's
+        old.unlink(missing_ok=True)
     (log_dir / ".pids").mkdir(exist_ok=True)
-    env["LLMPT_LAUNCH_DIR"] = str(log_dir / ".pids")
-    out, err = sys.stdout, sys.stderr
-    cmd = msrun_command(task, workers, master_port, log_dir, master_addr, local_workers, node_rank, cluster_time_out)
+    return log_dir
+
+
+def _echoed_ranks(echo, workers, local_workers, node_rank):
+    "The ranks whose output is shown live: `echo` is a rank, a list of ranks, 'all' (this node's) or None."
     n_local = workers if local_workers is None else local_workers
     first = 0 if node_rank is None else node_rank * n_local
-    follow = [] if echo is None else list(range(first, first + n_local)) if echo == "all" else \
-        [echo] if isinstance(echo, int) else list(echo)
-    print(f"launch: {workers} workers on port {master_port}, logs in {log_dir}", file=out, flush=True)
-    follower = _Follower(log_dir, follow, len(follow) > 1, out)
-    t0, known, ranks, failed, failed_at, reason, timed_out = time.monotonic(), {}, {}, [], None, None, False
-    with open(log_dir / "msrun.log", "w") as msrun_log:
-        proc = subprocess.Popen(cmd, env=env, stdout=msrun_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            with _StopRequest(out) as stop:
-                while proc.poll() is None:
-                    time.sleep(0.2)
-                    _descendants(proc, known)
-                    _worker_ranks(log_dir / ".pids", ranks)
-                    follower.poll()
-                    if stop.signum:  # Ctrl-C or SIGTERM: the workers finish their step and save; give them time
-                        stop.forward(ranks); grace = max(grace, stop_grace)
-                    if not failed:
-                        failed = [(int(p), int(c)) for p, c in _FAILED.findall((log_dir / "msrun.log").read_text(errors="replace"))]
-                        failed_at = time.monotonic() if failed else None
-                    if failed and time.monotonic() - failed_at > grace and proc.poll() is None:
-                        reason = f"a worker failed and the job had not ended {grace:g} s later: stopped the scheduler and msrun"
-                        _kill(proc, known)
-                    elif timeout is not None and time.monotonic() - t0 > timeout and proc.poll() is None:
-                        reason = (f"the job did not finish within timeout={timeout:g} s: killed msrun and its "
-                                  f"{len(ranks)} workers (a worker hangs, or the job needs a longer timeout)")
-                        timed_out = True
-                        _kill(proc, known)
-        except BaseException:  # Ctrl+C in a terminal, interrupt in a notebook: end the job too
+    if echo is None: return []
+    if echo == "all": return list(range(first, first + n_local))
+    return [echo] if isinstance(echo, int) else list(echo)
+
+# %% ../nbs/09a_launch.ipynb #0be16b7b
+def _watch(proc, log_dir, follower, stop, known, ranks, timeout, grace, stop_grace):
+    """Follow msrun until it ends. Stop the job `grace` s after a worker failed, or after `timeout` s; forward a
+    Ctrl-C/SIGTERM to the workers. Returns (failed workers, why the job was stopped or None, timed out)."""
+    t0, failed, failed_at, reason, timed_out = time.monotonic(), [], None, None, False
+    while proc.poll() is None:
+        time.sleep(0.2)
+        _descendants(proc, known)
+        _worker_ranks(log_dir / ".pids", ranks)
+        follower.poll()
+        if stop.signum:  # Ctrl-C or SIGTERM: the workers finish their step and save; give them time
+            stop.forward(ranks); grace = max(grace, stop_grace)
+        if not failed:
+            failed = _failed_workers(log_dir)
+            failed_at = time.monotonic() if failed else None
+        if failed and time.monotonic() - failed_at > grace and proc.poll() is None:
+            reason = f"a worker failed and the job had not ended {grace:g} s later: stopped the scheduler and msrun"
             _kill(proc, known)
-            raise
-    rc = proc.returncode
-    follower.poll(final=True)
-    _worker_ranks(log_dir / ".pids", ranks)
-    for p in known.values():  # leftovers (log tails, dataset helpers) of a finished job
-        try:
-            p.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    if not failed:
-        failed = [(int(p), int(c)) for p, c in _FAILED.findall((log_dir / "msrun.log").read_text(errors="replace"))]
-    elapsed = time.monotonic() - t0
-    if stop.signum and any(c in (130, 143) for _, c in failed):  # the workers stopped as asked, after saving
-        print(f"launch: stopped by {signal.Signals(stop.signum).name} after {elapsed:.1f} s: the workers finished their "
-              f"step and saved a checkpoint" + (f"; resume with: {resume}" if (resume := resume_hint(command, workers)) else ""),
-              file=err, flush=True)
-        return 128 + stop.signum
+        elif timeout is not None and time.monotonic() - t0 > timeout and proc.poll() is None:
+            reason = (f"the job did not finish within timeout={timeout:g} s: killed msrun and its "
+                      f"{len(ranks)} workers (a worker hangs, or the job needs a longer timeout)")
+            timed_out = True
+            _kill(proc, known)
+    return failed, reason, timed_out
+
+# %% ../nbs/09a_launch.ipynb #513a3911
+def _job_result(command, workers, rc, failed, reason, timed_out, signum, log_dir, ranks, elapsed, tail_lines, out, err):
+    "Say how the job ended (a failure names the rank, its exit code and its last lines); returns launch's exit code."
+    if signum and any(c in (130, 143) for _, c in failed):  # the workers stopped as asked, after saving
+        resume = resume_hint(command, workers)
+        print(f"launch: stopped by {signal.Signals(signum).name} after {elapsed:.1f} s: the workers finished their "
+              f"step and saved a checkpoint" + (f"; resume with: {resume}" if resume else ""), file=err, flush=True)
+        return 128 + signum
     if rc == 0 and reason is None:
         print(f"launch: all {workers} workers finished in {elapsed:.1f} s", file=out, flush=True)
         return 0
@@ -302,6 +288,47 @@ def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, mas
           + (f"; failed rank(s): {', '.join(map(str, named))}" if named else "") + f"; all logs in {log_dir}",
           file=err, flush=True)
     return code
+
+# %% ../nbs/09a_launch.ipynb #1549e2c8
+def launch(command, workers=2, master_port=None, log_dir=None, timeout=None, master_addr="127.0.0.1",
+           local_workers=None, node_rank=None, echo=0, grace=5.0, comm_timeout=600, tail_lines=30,
+           cluster_time_out=None, env=None, stop_grace=120):
+    """Run `command` (a list, e.g. ['llmpt', 'pretrain']) on `workers` processes with msrun and wait.
+    `echo`: the rank whose output is shown live (a list of ranks, 'all', or None). Returns the exit code."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    env = worker_env(env, comm_timeout)
+    task = task_command(command, env)
+    if master_port is None:
+        if local_workers not in (None, workers):
+            raise ValueError("a job over several machines needs the same master_port on each: pass master_port")
+        master_port = free_port()
+    log_dir = _fresh_log_dir(log_dir)
+    env["LLMPT_LAUNCH_DIR"] = str(log_dir / ".pids")
+    out, err = sys.stdout, sys.stderr
+    cmd = msrun_command(task, workers, master_port, log_dir, master_addr, local_workers, node_rank, cluster_time_out)
+    follow = _echoed_ranks(echo, workers, local_workers, node_rank)
+    print(f"launch: {workers} workers on port {master_port}, logs in {log_dir}", file=out, flush=True)
+    follower, t0, known, ranks = _Follower(log_dir, follow, len(follow) > 1, out), time.monotonic(), {}, {}
+    with open(log_dir / "msrun.log", "w") as msrun_log:
+        proc = subprocess.Popen(cmd, env=env, stdout=msrun_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            with _StopRequest(out) as stop:
+                failed, reason, timed_out = _watch(proc, log_dir, follower, stop, known, ranks, timeout, grace, stop_grace)
+        except BaseException:  # Ctrl+C in a terminal, interrupt in a notebook: end the job too
+            _kill(proc, known)
+            raise
+    follower.poll(final=True)
+    _worker_ranks(log_dir / ".pids", ranks)
+    for p in known.values():  # leftovers (log tails, dataset helpers) of a finished job
+        try:
+            p.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    failed = failed or _failed_workers(log_dir)
+    return _job_result(command, workers, proc.returncode, failed, reason, timed_out, stop.signum, log_dir, ranks,
+                       time.monotonic() - t0, tail_lines, out, err)
 
 # %% ../nbs/09a_launch.ipynb #9b028d98
 def add_cli_command(subparsers):

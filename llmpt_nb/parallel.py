@@ -4,11 +4,11 @@
 
 # %% auto #0
 __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcast_parameters', 'check_shard_files',
-           'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroAdamW', 'ShardedAccumulateStep', 'GatherShard',
-           'Zero3Linear', 'Zero3RMSNorm', 'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model',
-           'build_train_cells', 'rank_memory', 'comm_per_step', 'zero_memory_per_rank', 'parallel_plan',
-           'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage', 'run_worker', 'collect_results',
-           'load_weights', 'max_weight_diff', 'results_table']
+           'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroShards', 'GatherShard', 'Zero3Linear', 'Zero3RMSNorm',
+           'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model', 'build_train_cells', 'rank_memory',
+           'comm_per_step', 'zero_memory_per_rank', 'parallel_plan', 'train_cells_from_config', 'tiny_llama',
+           'train_steps', 'run_stage', 'run_worker', 'collect_results', 'load_weights', 'max_weight_diff',
+           'results_table']
 
 # %% ../nbs/09_parallel.ipynb #9f437c81
 import argparse, functools, json, math, os, resource, sys, time
@@ -18,7 +18,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
-from .trainer import AdamW, AccumulateStep, ApplyStep, adamw_math, bias_corrections, set_context, peak_rss_mb, _ScaledLoss
+from .trainer import AdamW, AccumulateStep, ApplyStep, gradient_buffers, set_context, peak_rss_mb
 
 # %% ../nbs/09_parallel.ipynb #43c1a685
 def under_msrun():
@@ -112,6 +112,7 @@ def shard_range(numel, rank, world_size):
     return rank * chunk, chunk
 
 def _flat_slice(x, numel, padded, start, chunk):
+    "This rank's flat slice of the full tensor `x`."
     x = x.reshape(-1)
     if chunk == numel:  # one rank: the whole tensor (a full-range slice is a slow copy on CPU)
         return x
@@ -119,91 +120,54 @@ def _flat_slice(x, numel, padded, start, chunk):
         x = ops.concat((x, ops.zeros(padded - numel, x.dtype)))
     return x[start:start + chunk]
 
+def _gathered(x, numel, padded, shape, allgather=None):
+    "The full tensor from every rank's flat slice (AllGather), padding trimmed; one rank: its slice is the whole."
+    full = x if allgather is None else allgather(x)
+    if padded > numel:
+        full = full[:numel]
+    return full.reshape(shape)
+
+def _reduced_slice(g, numel, padded, start, chunk, allreduce=None):
+    "A full gradient summed over the ranks, this rank's flat slice kept (AllReduce: CPU has no ReduceScatter)."
+    g = g.reshape(-1)
+    if padded > numel:
+        g = ops.concat((g, ops.zeros(padded - numel, g.dtype)))
+    return g if allreduce is None else allreduce(g)[start:start + chunk]
+
 # %% ../nbs/09_parallel.ipynb #455862a3
-class ZeroAdamW(nn.Cell):
-    "AdamW whose state (and update) is split over ranks: construct(grads, lr, coef) like trainer.AdamW."
-    def __init__(self, params, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, stage=1, rank=0, world_size=1,
-                 full_shapes=None):
+class ZeroShards(nn.Cell):
+    "ZeRO stage 1, 2 or 3 for chapter 05's `AdamW` and `AccumulateStep`: which flat slice of each parameter this rank keeps."
+    def __init__(self, shapes, stage, rank=0, world_size=1):
         super().__init__(auto_prefix=False)
         if stage not in (1, 2, 3):
-            raise ValueError(f"ZeroAdamW stage must be 1, 2 or 3, got {stage}; stage 0 is trainer.AdamW")
-        self.params, self.stage, self.world = ParameterTuple(params), stage, world_size
-        shapes = full_shapes or [p.shape for p in params]
-        self.numel = tuple(int(np.prod(s)) for s in shapes)
+            raise ValueError(f"a ZeRO strategy has stage 1, 2 or 3, got {stage}; stage 0 (data parallel) needs none")
+        self.stage, self.world, self.shapes = stage, world_size, tuple(tuple(s) for s in shapes)
+        self.numel = tuple(int(np.prod(s)) for s in self.shapes)
         self.start = tuple(shard_range(n, rank, world_size)[0] for n in self.numel)
         self.chunk = tuple(shard_range(n, rank, world_size)[1] for n in self.numel)
         self.padded = tuple(c * world_size for c in self.chunk)
-        self.shapes = tuple(tuple(s) for s in shapes)
-        self.exp_avg = ParameterTuple(Parameter(np.zeros(c, np.float32), name="adam_m." + p.name)
-                                      for p, c in zip(params, self.chunk))
-        self.exp_avg_sq = ParameterTuple(Parameter(np.zeros(c, np.float32), name="adam_v." + p.name)
-                                         for p, c in zip(params, self.chunk))
-        self.global_step = Parameter(Tensor(0, ms.int32), name="global_step")
-        self.decay = tuple(float(weight_decay) if len(s) >= 2 else 0.0 for s in shapes)
-        self.beta1, self.beta2 = Tensor(beta1, ms.float32), Tensor(beta2, ms.float32)
-        self.eps, self.one = Tensor(eps, ms.float32), Tensor(1.0, ms.float32)
         self.allgather = ops.AllGather() if world_size > 1 and stage < 3 else None
+        self.allreduce = ops.AllReduce() if world_size > 1 and stage == 2 else None
 
-    def construct(self, grads, lr, coef=None):
-        coef = self.one if coef is None else coef
-        bc1, bc2 = bias_corrections(self.global_step, self.beta1, self.beta2, self.one)
-        for i in range(len(self.params)):
-            param, m, v = self.params[i], self.exp_avg[i], self.exp_avg_sq[i]
-            numel, padded, start, chunk = self.numel[i], self.padded[i], self.start[i], self.chunk[i]
-            g = grads[i].astype(ms.float32)
-            if self.stage == 1:
-                g = _flat_slice(g, numel, padded, start, chunk)
-            g = g * coef
-            p = param.astype(ms.float32)
-            if self.stage < 3:
-                p = _flat_slice(p, numel, padded, start, chunk)
-            p, m_new, v_new = adamw_math(p, m, v, g, lr, bc1, bc2, self.decay[i], self.beta1, self.beta2, self.eps, self.one)
-            ops.assign(m, m_new)
-            ops.assign(v, v_new)
-            if self.stage < 3:
-                if self.world > 1:
-                    p = self.allgather(p)
-                if padded > numel:
-                    p = p[:numel]
-                p = p.reshape(self.shapes[i])
-            ops.assign(param, p.astype(param.dtype))
-        ops.assign_add(self.global_step, ops.ones((), ms.int32))
-        return bc1
+    def local(self, x, i):
+        return _flat_slice(x, self.numel[i], self.padded[i], self.start[i], self.chunk[i])
 
-    def state_bytes(self):
-        "Bytes of optimizer state on this rank (both moments)."
-        return sum(p.nbytes for p in self.exp_avg) + sum(p.nbytes for p in self.exp_avg_sq)
+    def update_grad(self, g, i):   # stage 1 receives full gradients; 2 and 3 their slices already
+        return self.local(g, i) if self.stage == 1 else g
+
+    def update_param(self, p, i):  # stage 3 stores the slice itself
+        return p if self.stage == 3 else self.local(p, i)
+
+    def updated(self, p, i):       # what the parameter holds after the update
+        return p if self.stage == 3 else _gathered(p, self.numel[i], self.padded[i], self.shapes[i], self.allgather)
+
+    def accumulated(self, g, i):   # stage 2: a micro-batch's gradient, summed over ranks, this rank's slice
+        return _reduced_slice(g, self.numel[i], self.padded[i], self.start[i], self.chunk[i], self.allreduce)
 
     def comm_bytes(self):
-        "Bytes this rank's optimizer step passes to collectives: {'allgather': output bytes}."
-        return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0}
-
-# %% ../nbs/09_parallel.ipynb #3202601b
-class ShardedAccumulateStep(nn.Cell):
-    "ZeRO-2 micro-batch: forward + backward, sum each gradient over ranks, add this rank's slice into `accum`."
-    def __init__(self, loss_net, params, accum, rank=0, world_size=1):
-        super().__init__(auto_prefix=False)
-        self.grad_fn = ops.value_and_grad(_ScaledLoss(loss_net), None, weights=params)
-        self.accum, self.world = accum, world_size
-        self.numel = tuple(int(np.prod(p.shape)) for p in params)
-        self.start = tuple(shard_range(n, rank, world_size)[0] for n in self.numel)
-        self.chunk = tuple(shard_range(n, rank, world_size)[1] for n in self.numel)
-        self.padded = tuple(c * world_size for c in self.chunk)
-        self.allreduce = ops.AllReduce() if world_size > 1 else None
-
-    def construct(self, input_ids, labels, scale):
-        loss, grads = self.grad_fn(input_ids, labels, scale)
-        for i in range(len(self.accum)):
-            g = grads[i].astype(ms.float32).reshape(-1)
-            if self.padded[i] > self.numel[i]:
-                g = ops.concat((g, ops.zeros(self.padded[i] - self.numel[i], ms.float32)))
-            if self.world > 1:
-                g = self.allreduce(g)[self.start[i]:self.start[i] + self.chunk[i]]
-            ops.assign_add(self.accum[i], g)
-        return loss / scale
-
-    def comm_bytes(self):
-        return {"allreduce": 4 * sum(self.padded) if self.world > 1 else 0}
+        "Bytes this rank passes to collectives: AllGather output per step, AllReduce input per micro-batch."
+        return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0,
+                "allreduce": 4 * sum(self.padded) if self.allreduce is not None else 0}
 
 # %% ../nbs/09_parallel.ipynb #5ab4630b
 class GatherShard(nn.Cell):
@@ -217,39 +181,21 @@ class GatherShard(nn.Cell):
         self.allreduce = ops.AllReduce() if world_size > 1 else None
 
     def construct(self, shard):
-        full = self.allgather(shard) if self.world > 1 else shard
-        if self.padded > self.numel:
-            full = full[:self.numel]
-        return full.reshape(self.shape)
+        return _gathered(shard, self.numel, self.padded, self.shape, self.allgather)
 
     def bprop(self, shard, out, dout):
-        g = dout.reshape(-1)
-        if self.padded > self.numel:
-            g = ops.concat((g, ops.zeros(self.padded - self.numel, g.dtype)))
-        if self.world > 1:
-            g = self.allreduce(g)[self.start:self.start + self.chunk]
-        return (g,)
+        return (_reduced_slice(dout, self.numel, self.padded, self.start, self.chunk, self.allreduce),)
 
 # %% ../nbs/09_parallel.ipynb #977cbf76
-class Zero3Linear(Linear):
-    def construct(self, x):
-        w = self.gather(self.weight)
-        shape = x.shape
-        y = self.matmul(x.reshape(-1, shape[-1]).astype(self.compute_dtype), w.astype(self.compute_dtype))
-        return y.reshape(shape[:-1] + (self.out_features,))
+class _GatheredWeight:
+    "ZeRO-3: `weight` holds this rank's flat slice; chapter 03's `construct` reads the full weight via `full_weight`."
+    def full_weight(self):
+        return self.shard_gather(self.weight)
 
 
-class Zero3RMSNorm(RMSNorm):
-    def construct(self, x):
-        w = self.gather(self.weight)
-        h = x.astype(self.compute_dtype)
-        h = h * self.rsqrt(self.sum(h * h, -1) * self.inv_dim + self.eps)
-        return (h * w.astype(self.compute_dtype)).astype(x.dtype)
-
-
-class Zero3Embedding(Embedding):
-    def construct(self, ids):
-        return self.gather_op(self.gather(self.weight), ids, 0)
+class Zero3Linear(_GatheredWeight, Linear): "`Linear` whose weight is gathered from every rank's slice."
+class Zero3RMSNorm(_GatheredWeight, RMSNorm): "`RMSNorm` whose weight is gathered from every rank's slice."
+class Zero3Embedding(_GatheredWeight, Embedding): "`Embedding` whose table is gathered from every rank's slice."
 
 # %% ../nbs/09_parallel.ipynb #dd9d321b
 _ZERO3 = {Linear: Zero3Linear, RMSNorm: Zero3RMSNorm, Embedding: Zero3Embedding}
@@ -271,10 +217,8 @@ def shard_model(net, rank, world_size):
         flat = np.zeros(chunk * world_size, w.dtype == ms.float16 and np.float16 or np.float32)
         flat[:int(np.prod(w.shape))] = w.asnumpy().reshape(-1)
         full_shape = tuple(w.shape)
-        if isinstance(cell, Embedding):
-            cell.gather_op = cell.gather
         cell.__class__ = _ZERO3[type(cell)]
-        cell.gather = GatherShard(full_shape, rank, world_size)
+        cell.shard_gather = GatherShard(full_shape, rank, world_size)
         cell.weight = Parameter(Tensor(flat[start:start + chunk], w.dtype), name=w.name)
     return net
 
@@ -284,7 +228,7 @@ def full_shapes(net):
     shapes = {}
     for _, cell in net.cells_and_names():
         for p in cell._params.values():
-            shapes[p.name] = cell.gather.shape if isinstance(getattr(cell, "gather", None), GatherShard) else tuple(p.shape)
+            shapes[p.name] = cell.shard_gather.shape if isinstance(getattr(cell, "shard_gather", None), GatherShard) else tuple(p.shape)
     return [shapes[p.name] for p in net.trainable_params()]
 
 
@@ -299,20 +243,18 @@ class _GatherAll(nn.Cell):
 
 def unshard_model(net):
     "Undo shard_model: gather every weight (a collective: call on every rank) and restore the plain layers."
-    cells = [c for _, c in net.cells_and_names() if isinstance(getattr(c, "gather", None), GatherShard)]
+    cells = [c for _, c in net.cells_and_names() if isinstance(getattr(c, "shard_gather", None), GatherShard)]
     if not cells:
         return net
     names = [c.weight.name for c in cells]
-    if cells[0].gather.world > 1:
-        full = [t.asnumpy() for t in _GatherAll([c.gather for c in cells], [c.weight for c in cells])()]
+    if cells[0].shard_gather.world > 1:
+        full = [t.asnumpy() for t in _GatherAll([c.shard_gather for c in cells], [c.weight for c in cells])()]
     else:
-        full = [c.weight.asnumpy()[:c.gather.numel].reshape(c.gather.shape) for c in cells]
+        full = [c.weight.asnumpy()[:c.shard_gather.numel].reshape(c.shard_gather.shape) for c in cells]
     for c, w, name in zip(cells, full, names):
         base = next(b for b, z in _ZERO3.items() if type(c) is z)
-        del c.gather
+        del c.shard_gather
         c.__class__ = base
-        if base is Embedding:
-            c.gather = c.gather_op; del c.gather_op
         c.weight = Parameter(Tensor(w), name=name)
     return net
 
@@ -324,23 +266,14 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     "Optimizer, gradient buffers, accumulate and apply Cells for data parallel (stage 0) or ZeRO stage 1/2/3."
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
-    if zero_stage == 3 and not any(isinstance(getattr(c, "gather", None), GatherShard) for _, c in net.cells_and_names()):
+    if zero_stage == 3 and not any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
         shard_model(net, rank, world_size)
     params = net.trainable_params()
-    shapes = full_shapes(net)
+    zero = ZeroShards(full_shapes(net), zero_stage, rank, world_size) if zero_stage else None
+    optimizer = AdamW(params, beta1, beta2, eps, weight_decay, zero=zero)
+    accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage == 2 else None)
+    accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage == 2 else None)
     reducer = GradAllReduce(world_size) if world_size > 1 else None
-    if zero_stage == 0:
-        optimizer = AdamW(params, beta1, beta2, eps, weight_decay)
-    else:
-        optimizer = ZeroAdamW(params, beta1, beta2, eps, weight_decay, zero_stage, rank, world_size, shapes)
-    sizes = [p.shape for p in params] if zero_stage in (0, 1, 3) else \
-        [(shard_range(int(np.prod(s)), rank, world_size)[1],) for s in shapes]
-    accum = ParameterTuple(Parameter(np.zeros(s, np.float32), name="accum." + p.name, requires_grad=False)
-                           for p, s in zip(params, sizes))
-    if zero_stage == 2:
-        accumulate = ShardedAccumulateStep(loss_net, params, accum, rank, world_size)
-    else:
-        accumulate = AccumulateStep(loss_net, params, accum)
     sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
     apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
                       grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None)
@@ -350,7 +283,7 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
 def _bytes(ts): return int(sum(t.nbytes for t in ts))
 
 def _gather_numel(net):
-    return sum(4 * c.gather.padded for _, c in net.cells_and_names() if isinstance(getattr(c, "gather", None), GatherShard))
+    return sum(4 * c.shard_gather.padded for _, c in net.cells_and_names() if isinstance(getattr(c, "shard_gather", None), GatherShard))
 
 def rank_memory(net, cells):
     "Bytes of parameters, gradient buffers and optimizer state held by this rank."
@@ -364,7 +297,7 @@ def comm_per_step(net, cells, zero_stage, accum_steps, world_size):
     grads = _bytes(cells.accum) * (world_size if zero_stage in (2, 3) else 1)  # a full gradient's bytes
     ar = {0: grads, 1: grads, 2: grads * accum_steps + 4, 3: grads * accum_steps + 4}[zero_stage]
     ag = 0 if zero_stage == 0 else _gather_numel(net) * accum_steps if zero_stage == 3 else \
-        cells.optimizer.comm_bytes()["allgather"]
+        cells.optimizer.zero.comm_bytes()["allgather"]
     return dict(allreduce_bytes=ar, allgather_bytes=ag)
 
 # %% ../nbs/09_parallel.ipynb #11444120
@@ -468,7 +401,7 @@ def _parse(argv):
 # %% ../nbs/09_parallel.ipynb #3991f972
 def _full_weights(net, world_size):
     params = net.trainable_params()
-    if any(isinstance(getattr(c, "gather", None), GatherShard) for _, c in net.cells_and_names()):
+    if any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
         unshard_model(net)
         params = net.trainable_params()
     return {p.name: p.asnumpy() for p in params}

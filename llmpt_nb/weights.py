@@ -82,7 +82,7 @@ def _weight_files(folder):
             "save_pretrained(folder) to write safetensors.") if others else ""
     raise FileNotFoundError(f"{folder} has neither model.safetensors nor model.safetensors.index.json.{hint}")
 
-
+# %% ../nbs/07_weights.ipynb #79ea5ecf
 class HFCheckpoint:
     "The config and tensors of a Hugging Face model folder (single or sharded safetensors), read lazily."
     def __init__(self, folder):
@@ -133,7 +133,7 @@ def _ranges(idx):
         else: out.append([i, i])
     return ",".join(f"{a}" if a == b else f"{a}..{b}" for a, b in out)
 
-
+# %% ../nbs/07_weights.ipynb #93e6362e
 class MappingTable(list):
     "Rows of a conversion; `str()` prints them with the layers grouped, `full()` one line per tensor."
     def __init__(self, rows=(), title="", hyper=()):
@@ -173,15 +173,15 @@ class MappingTable(list):
     @property
     def mapped(self): return [r for r in self if r.dst]
 
-
+# %% ../nbs/07_weights.ipynb #8b317710
 class WeightsError(ValueError):
     "Missing, unexpected or mis-shaped tensors; the message lists every one of them."
 
-# %% ../nbs/07_weights.ipynb #c6bd386d
 def _problem_report(what, problems, hint):
     if len(problems) == 1: return f"{what}: {problems[0]}. {hint}"
     return f"{len(problems)} problems {what}:\n- " + "\n- ".join(problems) + f"\n{hint}"
 
+# %% ../nbs/07_weights.ipynb #4cf3290c
 def map_tensors(source, rename, expected, dtype="float32", ignore=(), tied=(), where="", what="",
                 hint="the checkpoint and its config do not match: check the config's sizes against the tensors"):
     """Map every tensor of `source` (keys/shape/dtype/get) to `expected` ({dst name: shape}) with `rename(src) -> dst or None`.
@@ -267,6 +267,7 @@ LLAMA_HYPER = [  # config.json key -> LlamaConfig field
 def _unsupported(where, key, value, fix):
     raise ValueError(f"{where} has {key}: {value!r}, which llmpt_nb's model does not implement: {fix}")
 
+# %% ../nbs/07_weights.ipynb #c0e928b3
 def llama_config_from_hf(hf, dtype="float32", seq_length=None, where="config.json"):
     "LlamaConfig from a LLaMA config.json dict (+ the table of what came from where)."
     hf_architecture(hf, where)
@@ -447,6 +448,7 @@ def _write_hf_weights(arrays, folder, dtype, max_shard_mb=None):
     (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     return names
 
+# %% ../nbs/07_weights.ipynb #6a5bcf35
 def export_hf(net, folder, dtype="float32", max_shard_mb=None, tokenizer_files=(), overwrite=False, **config_extra):
     "Write `net` as a Hugging Face folder (config.json + safetensors) that transformers loads; returns the MappingTable."
     folder = Path(folder)
@@ -492,7 +494,6 @@ def save_ms_checkpoint(net, path, names="ours"):
     os.replace(tmp_path, path)
     return path
 
-
 def _model_section(config):
     "(arch name, model_config dict) from a YAML path (ours or MindFormers'), a dict or a config dataclass."
     if config is None: return None, None
@@ -506,7 +507,7 @@ def _model_section(config):
     arch = (model.get("arch") or {}).get("type") if isinstance(model.get("arch"), dict) else None
     return arch, dict(model.get("model_config", model))
 
-
+# %% ../nbs/07_weights.ipynb #f30caf2c
 class _CkptSource:
     "A loaded .ckpt dict as a source for map_tensors."
     def __init__(self, d, where): self.d, self.where_name = d, where
@@ -518,7 +519,7 @@ class _CkptSource:
         t = self.d[n]
         return (t.astype(ms.float32) if t.dtype == ms.bfloat16 else t).asnumpy()
 
-
+# %% ../nbs/07_weights.ipynb #25075cf0
 def load_ms_checkpoint(path, config=None, names=None, dtype=None):
     "Our model from a MindSpore .ckpt (ours, a Trainer's, or MindFormers'); returns (net, MappingTable)."
     path = Path(path)
@@ -589,6 +590,7 @@ def _encoder_rename(name):
     return re.sub(r"(LayerNorm|layer_norm)\.gamma$", r"\1.weight", re.sub(r"(LayerNorm|layer_norm)\.beta$", r"\1.bias", name))
 _encoder_rename.inverse = _identity
 
+# %% ../nbs/07_weights.ipynb #59cbcfcc
 ENCODER_HF_IGNORE = [(r"((roberta|bert)\.)?embeddings\.(position_ids|token_type_ids)", "buffer, not a weight"),
                      (r"((roberta|bert)\.)?pooler\..*", "pooler: not used by the MLM head"),
                      (r"cls\.seq_relationship\..*", "next-sentence head: not used by the MLM head")]

@@ -85,9 +85,11 @@ class Linear(nn.Cell):
         self.matmul = ops.MatMul(transpose_b=True)
         self.compute_dtype, self.out_features = compute_dtype, out_features
 
+    def full_weight(self): return self.weight  # chapter 09's ZeRO-3 gathers it from every rank's slice
+
     def construct(self, x):
         shape = x.shape
-        y = self.matmul(x.reshape(-1, shape[-1]).astype(self.compute_dtype), self.weight.astype(self.compute_dtype))
+        y = self.matmul(x.reshape(-1, shape[-1]).astype(self.compute_dtype), self.full_weight().astype(self.compute_dtype))
         return y.reshape(shape[:-1] + (self.out_features,))
 
 
@@ -99,10 +101,12 @@ class RMSNorm(nn.Cell):
         self.sum, self.rsqrt = ops.ReduceSum(keep_dims=True), ops.Rsqrt()  # ReduceSum fuses; ReduceMean does not
         self.eps, self.compute_dtype, self.inv_dim = eps, compute_dtype, 1.0 / dim
 
+    def full_weight(self): return self.weight
+
     def construct(self, x):
         h = x.astype(self.compute_dtype)
         h = h * self.rsqrt(self.sum(h * h, -1) * self.inv_dim + self.eps)
-        return (h * self.weight.astype(self.compute_dtype)).astype(x.dtype)
+        return (h * self.full_weight().astype(self.compute_dtype)).astype(x.dtype)
 
 # %% ../../nbs/03_model.ipynb #e91c9cc1
 class LlamaAttention(nn.Cell):
@@ -168,8 +172,10 @@ class Embedding(nn.Cell):
         self.weight = Parameter(initializer(Normal(std), (vocab_size, dim), param_dtype), name="weight")
         self.gather = ops.Gather()
 
+    def full_weight(self): return self.weight
+
     def construct(self, ids):
-        return self.gather(self.weight, ids, 0)
+        return self.gather(self.full_weight(), ids, 0)
 
 # %% ../../nbs/03_model.ipynb #94265a92
 class LlamaModel(nn.Cell):
