@@ -123,6 +123,7 @@ def main():
     a = ap.parse_args()
     load_before, cpu_start, wall_start = load_average(), cpu_seconds(), time.perf_counter()
     t = time.perf_counter()
+    import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     import mindspore
     from llmpt_nb.config import load_config
     from llmpt_nb.data import load_corpus, clean_documents, split_train_val

@@ -21,6 +21,7 @@ def main():
     p.add_argument("--work", help="folder for the runs (default: a new temporary folder)")
     args = p.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     import mindspore as ms
     from llmpt_nb.domain_task import domain_experiment, results_table, FULL_SIZES, SMALL_SIZES
     machine = describe(mindspore=ms.__version__)

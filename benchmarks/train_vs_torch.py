@@ -52,6 +52,7 @@ def peak_rss_mb():
 
 def run_mindspore(a, work):
     "The project's Trainer on the prepared batches; writes the initial weights for the PyTorch run."
+    import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP (a step took 1.8x as long without)
     import mindspore as ms, mindspore.dataset as mds
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     from llmpt_nb.trainer import Trainer, set_context
