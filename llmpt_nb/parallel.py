@@ -165,9 +165,8 @@ class ZeroShards(nn.Cell):
         return _reduced_slice(g, self.numel[i], self.padded[i], self.start[i], self.chunk[i], self.allreduce)
 
     def comm_bytes(self):
-        "Bytes this rank passes to collectives: AllGather output per step, AllReduce input per micro-batch."
-        return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0,
-                "allreduce": 4 * sum(self.padded) if self.allreduce is not None else 0}
+        "Bytes this rank's optimizer step passes to collectives: {'allgather': output bytes}."
+        return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0}
 
 # %% ../nbs/09_parallel.ipynb #5ab4630b
 class GatherShard(nn.Cell):

@@ -367,8 +367,8 @@ class Trainer:
     chapter 11 gives it an MLM loss). `train_data` is a batched dataset or a list of (input_ids, labels) NumPy pairs, or
     a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
     `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char.
-    Callbacks hook into `fit` (`before_fit`, `after_step`, `on_stop`): the config's come first (`config_callbacks`),
-    then `callbacks` (the live plot)."""
+    Callbacks hook into `fit` (`before_fit`, `after_step`, `on_stop`): the config's (`config_callbacks`) and `callbacks`
+    (the live plot), run by their `order`: the loss scale (-1), yours (0), then the checkpoint (1)."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
                  verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
                  loss_net=None):
@@ -580,7 +580,7 @@ def _loop(self: Trainer, batches, bar, stop):
             self.eval_history.append(erec); self._log(erec)
             if self.verbose and self.is_main:
                 tqdm.write(format_eval(erec), file=sys.stdout)
-        self._call("after_step", {**rec, "last": last})  # the loss scale, then checkpoints, then yours
+        self._call("after_step", {**rec, "last": last})  # in `order`: loss scale, yours, checkpoint
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
             self._call("on_stop")
