@@ -3,6 +3,10 @@ on) and with PyTorch eager (Hugging Face LlamaForCausalLM, identical initial wei
 schedule / clipping), and compare loss per step, steady tokens/s and peak RSS. Each framework runs in its own
 process of this script, so each peak RSS is that framework's alone.
 
+PyTorch also trains a second time with Hugging Face's plain ("eager") attention instead of its default (`sdpa`,
+PyTorch's fused kernel): the same model computed in another order. Their loss difference is the float32 noise floor
+of two correct implementations at these sizes, printed beside the MindSpore - PyTorch difference.
+
     python benchmarks/train_vs_torch.py [--steps 20] [--batch B] [--seq T] [--accum A] [--threads 2] [--set KEY=VALUE]
 
 Sizes not given are the packaged default config's.
@@ -68,7 +72,7 @@ def run_mindspore(a, work):
                 n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)
 
 
-def run_torch(a, work):
+def run_torch(a, work, attention="sdpa"):
     "Hugging Face LlamaForCausalLM from the same initial weights, torch.optim.AdamW, the same schedule and clipping."
     import torch
     from transformers import LlamaConfig as HFConfig, LlamaForCausalLM as HFLlama
@@ -77,7 +81,8 @@ def run_torch(a, work):
     hf = HFLlama(HFConfig(vocab_size=mc.vocab_size, hidden_size=mc.hidden_size, intermediate_size=mc.intermediate_size,
                           num_hidden_layers=mc.num_layers, num_attention_heads=mc.num_heads, num_key_value_heads=mc.n_kv_heads,
                           max_position_embeddings=mc.seq_length, rms_norm_eps=mc.rms_norm_eps, rope_theta=mc.rope_theta,
-                          tie_word_embeddings=mc.tie_word_embeddings, attention_bias=False, mlp_bias=False))
+                          tie_word_embeddings=mc.tie_word_embeddings, attention_bias=False, mlp_bias=False,
+                          attn_implementation=attention))
     init = np.load(work / "init.npz")
     missing, unexpected = hf.load_state_dict({k: torch.tensor(init[k]) for k in init.files}, strict=False)
     tied = {"lm_head.weight"} if mc.tie_word_embeddings else set()  # the head is the embedding matrix
@@ -104,8 +109,11 @@ def run_torch(a, work):
     return dict(loss=losses, step_s=times, version=torch.__version__)
 
 
+RUNS = {"mindspore": run_mindspore, "torch": run_torch, "torch_eager": lambda a, work: run_torch(a, work, "eager")}
+
+
 def child(which, a, work):
-    out = (run_mindspore if which == "mindspore" else run_torch)(a, work)
+    out = RUNS[which](a, work)
     out["peak_rss_mb"] = peak_rss_mb()
     (work / f"{which}.json").write_text(json.dumps(out))
 
@@ -116,7 +124,7 @@ def main():
     ap.add_argument("--seq", type=int); ap.add_argument("--accum", type=int)
     ap.add_argument("--threads", type=int, default=2); ap.add_argument("--lr", type=float)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other config override")
-    ap.add_argument("--child", choices=["mindspore", "torch"]); ap.add_argument("--work")
+    ap.add_argument("--child", choices=list(RUNS)); ap.add_argument("--work")
     a = ap.parse_args()
     if a.child:
         return child(a.child, a, Path(a.work))
@@ -128,18 +136,20 @@ def main():
     np.save(work / "lrs.npy", [warmup_cosine_lr(s, a.lr, a.steps, warm, cfg.lr_schedule.lr_end) for s in range(a.steps)])
     print(describe())
     res = {}
-    for which in ("mindspore", "torch"):  # one after the other: never two heavy jobs on the cores at once
+    for which in RUNS:  # one after the other: never two heavy jobs on the cores at once
         subprocess.run([sys.executable, __file__, "--child", which, "--work", str(work)] + sys.argv[1:], check=True)
         res[which] = json.loads((work / f"{which}.json").read_text())
-    ms_, pt = res["mindspore"], res["torch"]
+    ms_, pt, pt_eager = res["mindspore"], res["torch"], res["torch_eager"]
     print(f"model {ms_['n_params'] / 1e6:.2f} M params, batch {a.batch}x{a.accum}, seq {a.seq}, {a.steps} steps; "
           f"MindSpore {ms_['version']} (graph kernel {'on' if ms_['graph_kernel'] else 'off'}), PyTorch {pt['version']} "
           f"({a.threads} threads)")
-    print("step  mindspore  pytorch")
-    for s in range(0, a.steps, max(1, a.steps // 10)):
-        print(f"{s + 1:4d}  {ms_['loss'][s]:.4f}     {pt['loss'][s]:.4f}")
-    diff = np.max(np.abs(np.array(ms_["loss"]) - np.array(pt["loss"])))
-    print(f"max |loss diff| over all steps: {diff:.2e}")
+    print("step  mindspore  pytorch    |diff|   pytorch, eager attention  |diff to pytorch|")
+    for s in range(a.steps):
+        print(f"{s + 1:4d}  {ms_['loss'][s]:.6f}  {pt['loss'][s]:.6f}  {abs(ms_['loss'][s] - pt['loss'][s]):.1e}"
+              f"   {pt_eager['loss'][s]:.6f}                 {abs(pt_eager['loss'][s] - pt['loss'][s]):.1e}")
+    diff = lambda x, y: np.max(np.abs(np.array(x["loss"]) - np.array(y["loss"])))
+    print(f"max |loss diff| over all steps: mindspore - pytorch {diff(ms_, pt):.2e}; "
+          f"pytorch eager attention - pytorch sdpa {diff(pt_eager, pt):.2e} (the noise floor)")
     tokens = a.batch * a.accum * a.seq
     ms_step, pt_step = np.median(ms_["step_s"][2:]), np.median(pt["step_s"][2:])
     print(f"steady tokens/s: mindspore {tokens / ms_step:.0f}, pytorch eager {tokens / pt_step:.0f}, "

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['softmax_np', 'attention_np', 'causal_mask', 'scaled_dot_product_attention', 'rope_frequencies', 'rotate_half',
-           'rotate_half_matrix', 'apply_rope', 'repeat_kv', 'plot_attention']
+           'rotate_half_matrix', 'apply_rope', 'repeat_kv', 'narrow', 'causal_attention', 'plot_attention']
 
 # %% ../nbs/00_attention.ipynb #932facd2
 import math
@@ -80,6 +80,31 @@ def repeat_kv(x, n_rep):
         return x
     b, h, t, d = x.shape
     return x.expand_dims(2).broadcast_to((b, h, n_rep, t, d)).reshape(b, h * n_rep, t, d)
+
+# %% ../nbs/00_attention.ipynb #14388574
+def narrow(x, axis, start, end):
+    "x[start:end] along `axis`; x itself when that is all of it (MindSpore's CPU StridedSlice is slow then)."
+    return x if (start, end) == (0, x.shape[axis]) else ops.narrow(x, axis, start, end - start)
+
+_scores_op, _mix_op = ops.BatchMatMul(transpose_b=True), ops.BatchMatMul()
+
+def causal_attention(q, k, v, mask, softmax_dtype=ms.float32, block=128):
+    """`scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), mask)` for a causal `mask` (`causal_mask` of at
+    least seq), with less work: each kv head's query group is one matrix, and queries go `block` rows at a time
+    against only the keys they may see. q (batch, heads, seq, d); k, v (batch, kv_heads, seq, d)."""
+    b, h, t, d = q.shape
+    kv = k.shape[1]
+    rep = h // kv
+    q = (q * (1.0 / math.sqrt(d))).reshape(b, kv, rep, t, d)
+    outs = []
+    for start in range(0, t, block):
+        end = min(start + block, t)
+        rows = narrow(q, 3, start, end).reshape(b, kv, rep * (end - start), d)
+        m = narrow(narrow(mask, 0, start, end), 1, 0, end)
+        scores = _scores_op(rows, narrow(k, 2, 0, end)).astype(softmax_dtype) + (m.tile((rep, 1)) if rep > 1 else m)
+        weights = ops.softmax(scores, axis=-1).astype(v.dtype)
+        outs.append(_mix_op(weights, narrow(v, 2, 0, end)).reshape(b, kv, rep, end - start, d))
+    return (outs[0] if len(outs) == 1 else ops.cat(outs, axis=3)).reshape(b, h, t, d)
 
 # %% ../nbs/00_attention.ipynb #9550588b
 def plot_attention(weights, tokens=None, ax=None, title="attention weights"):

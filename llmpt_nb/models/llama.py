@@ -15,8 +15,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
-from ..attention import (causal_mask, rope_frequencies, rotate_half_matrix, apply_rope, repeat_kv,
-                                 scaled_dot_product_attention)
+from ..attention import causal_mask, rope_frequencies, rotate_half_matrix, apply_rope, narrow, causal_attention
 
 # %% ../../nbs/03_model.ipynb #edbd7092
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
@@ -127,13 +126,11 @@ class LlamaAttention(nn.Cell):
 
     def construct(self, x):
         b, t, _ = x.shape
-        cos, sin = self.cos[:t], self.sin[:t]  # RoPE before the heads move forward: reshapes stay free
+        cos, sin = narrow(self.cos, 0, 0, t), narrow(self.sin, 0, 0, t)  # RoPE before the heads move: reshapes stay free
         q = apply_rope(self.q_proj(x).reshape(b, t, self.n_heads, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
         k = apply_rope(self.k_proj(x).reshape(b, t, self.n_kv, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
         v = self.v_proj(x).reshape(b, t, self.n_kv, self.head_dim).swapaxes(1, 2)
-        rep = self.n_heads // self.n_kv
-        k, v = repeat_kv(k, rep), repeat_kv(v, rep)
-        out = scaled_dot_product_attention(q, k, v, self.mask[:t, :t], self.softmax_dtype)
+        out = causal_attention(q, k, v, self.mask, self.softmax_dtype)
         return self.o_proj(out.swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
