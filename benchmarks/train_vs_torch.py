@@ -1,7 +1,9 @@
 """Train the same tiny LLaMA with llmpt_nb (MindSpore GRAPH_MODE, the packaged config's context: graph kernel fusion
 on) and with PyTorch eager (Hugging Face LlamaForCausalLM, identical initial weights, same batches, same AdamW /
 schedule / clipping), and compare loss per step, steady tokens/s and peak RSS. Each framework runs in its own
-process of this script, so each peak RSS is that framework's alone.
+process of this script, so each peak RSS is that framework's alone. The processes take turns step by step (one
+computes while the others wait on a pipe), so a machine whose speed drifts slows every framework alike and the
+ratio stays fair; run one after the other, the same script gave 0.85x to 1.11x on one machine.
 
 PyTorch also trains a second time with Hugging Face's plain ("eager") attention instead of its default (`sdpa`,
 PyTorch's fused kernel): the same model computed in another order. Their loss difference is the float32 noise floor
@@ -54,6 +56,25 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class Turns:
+    "Take turns with the other runs: wait for the parent's go before each step, report when it is done."
+    order = 2  # after every other callback: the wait is not in the step's time
+
+    def __init__(self, fds):
+        self.go, self.done = (os.fdopen(int(fd), mode) for fd, mode in zip(fds.split(","), ("r", "w")))
+        self.finished()  # ready: the framework is imported, so the first turn runs alone
+
+    def wait(self, *_):
+        assert self.go.readline() == "go\n"
+
+    def finished(self, *_):
+        self.done.write("done\n"); self.done.flush()
+
+    def before_fit(self, *_): self.wait()
+
+    def after_step(self, *_): self.finished(); self.wait()
+
+
 def run_mindspore(a, work):
     "The project's Trainer on the prepared batches; writes the initial weights for the PyTorch run."
     import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP (a step took 1.8x as long without)
@@ -66,9 +87,10 @@ def run_mindspore(a, work):
     np.savez(work / "init.npz", **{p.name: p.asnumpy() for p in net.get_parameters()})
     flat = np.load(work / "data.npy").reshape(-1, a.seq + 1)
     ds = mds.NumpySlicesDataset({"input_ids": flat, "labels": flat}, shuffle=False).batch(a.batch)
-    tr = Trainer(net, cfg, ds, verbose=False, peak_flops=1.0)
-    t0 = time.perf_counter(); hist = tr.fit(); total = time.perf_counter() - t0
-    return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist], total_s=total,
+    turns = Turns(a.turns)
+    tr = Trainer(net, cfg, ds, verbose=False, peak_flops=1.0, callbacks=[turns])
+    hist = tr.fit()
+    return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist],
                 n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)
 
 
@@ -77,6 +99,8 @@ def run_torch(a, work, attention="sdpa"):
     import torch
     from transformers import LlamaConfig as HFConfig, LlamaForCausalLM as HFLlama
     torch.set_num_threads(a.threads)
+    turns = Turns(a.turns)
+    turns.wait()  # MindSpore's run takes the first turn, after writing the initial weights
     cfg = config(a); mc, o = cfg.model.model_config, cfg.optimizer
     hf = HFLlama(HFConfig(vocab_size=mc.vocab_size, hidden_size=mc.hidden_size, intermediate_size=mc.intermediate_size,
                           num_hidden_layers=mc.num_layers, num_attention_heads=mc.num_heads, num_key_value_heads=mc.n_kv_heads,
@@ -94,6 +118,8 @@ def run_torch(a, work, attention="sdpa"):
     lrs = np.load(work / "lrs.npy")  # chapter 05's schedule, computed by the parent (no MindSpore in this process)
     losses, times = [], []
     for s in range(a.steps):
+        if s:
+            turns.wait()
         t = time.perf_counter()
         for g in opt.param_groups:
             g["lr"] = float(lrs[s])
@@ -105,7 +131,8 @@ def run_torch(a, work, attention="sdpa"):
             (loss / a.accum).backward(); total += loss.item() / a.accum
         torch.nn.utils.clip_grad_norm_(hf.parameters(), cfg.runner_wrapper.max_grad_norm)
         opt.step(); opt.zero_grad(set_to_none=True)
-        losses.append(total); times.append(time.perf_counter() - t)
+        losses.append(total); times.append(time.perf_counter() - t); turns.finished()
+    turns.wait()  # the last turn, as MindSpore's run takes it: then every run has written its result
     return dict(loss=losses, step_s=times, version=torch.__version__)
 
 
@@ -118,13 +145,25 @@ def child(which, a, work):
     (work / f"{which}.json").write_text(json.dumps(out))
 
 
+PAUSE_S = 0.5  # between turns: threads that spin after their work (OpenMP's, MindSpore's pool) go to sleep first
+
+
+def start_child(which, work):
+    "This script as one framework's run, with a pipe each way for taking turns."
+    go_r, go_w = os.pipe(); done_r, done_w = os.pipe()
+    proc = subprocess.Popen([sys.executable, __file__, "--child", which, "--work", str(work), "--turns", f"{go_r},{done_w}"]
+                            + sys.argv[1:], pass_fds=(go_r, done_w))
+    os.close(go_r); os.close(done_w)
+    return proc, os.fdopen(go_w, "w"), os.fdopen(done_r)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20); ap.add_argument("--batch", type=int)
     ap.add_argument("--seq", type=int); ap.add_argument("--accum", type=int)
     ap.add_argument("--threads", type=int, default=2); ap.add_argument("--lr", type=float)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other config override")
-    ap.add_argument("--child", choices=list(RUNS)); ap.add_argument("--work")
+    ap.add_argument("--child", choices=list(RUNS)); ap.add_argument("--work"); ap.add_argument("--turns")
     a = ap.parse_args()
     if a.child:
         return child(a.child, a, Path(a.work))
@@ -135,10 +174,23 @@ def main():
     warm = max(1, int(cfg.lr_schedule.warmup_ratio * a.steps))
     np.save(work / "lrs.npy", [warmup_cosine_lr(s, a.lr, a.steps, warm, cfg.lr_schedule.lr_end) for s in range(a.steps)])
     print(describe())
-    res = {}
-    for which in RUNS:  # one after the other: never two heavy jobs on the cores at once
-        subprocess.run([sys.executable, __file__, "--child", which, "--work", str(work)] + sys.argv[1:], check=True)
-        res[which] = json.loads((work / f"{which}.json").read_text())
+    children = {which: start_child(which, work) for which in RUNS}
+    for proc, go, done in children.values():
+        done.readline()
+    for _ in range(a.steps + 1):  # step by step, one process at a time; the extra turn lets each finish and write
+        for proc, go, done in children.values():
+            if proc.poll() is not None:  # finished, or failed: reported below
+                continue
+            time.sleep(PAUSE_S)
+            try:
+                go.write("go\n"); go.flush()
+            except BrokenPipeError:
+                continue
+            done.readline()  # "done", or nothing when the run has ended
+    for which, (proc, go, done) in children.items():
+        if proc.wait() != 0:
+            sys.exit(f"the {which} run failed (exit {proc.returncode}); its messages are above")
+    res = {which: json.loads((work / f"{which}.json").read_text()) for which in RUNS}
     ms_, pt, pt_eager = res["mindspore"], res["torch"], res["torch_eager"]
     print(f"model {ms_['n_params'] / 1e6:.2f} M params, batch {a.batch}x{a.accum}, seq {a.seq}, {a.steps} steps; "
           f"MindSpore {ms_['version']} (graph kernel {'on' if ms_['graph_kernel'] else 'off'}), PyTorch {pt['version']} "
@@ -152,8 +204,11 @@ def main():
           f"pytorch eager attention - pytorch sdpa {diff(pt_eager, pt):.2e} (the noise floor)")
     tokens = a.batch * a.accum * a.seq
     ms_step, pt_step = np.median(ms_["step_s"][2:]), np.median(pt["step_s"][2:])
-    print(f"steady tokens/s: mindspore {tokens / ms_step:.0f}, pytorch eager {tokens / pt_step:.0f}, "
-          f"ratio {pt_step / ms_step:.2f}x; mindspore total incl. compile {ms_['total_s']:.1f} s")
+    paired = np.median(np.array(pt["step_s"][2:]) / np.array(ms_["step_s"][2:]))  # the same step, moments apart
+    print(f"steady tokens/s (medians from step 3): mindspore {tokens / ms_step:.0f}, pytorch eager {tokens / pt_step:.0f}, "
+          f"ratio {pt_step / ms_step:.2f}x; step by step (median of the paired ratios) {paired:.2f}x")
+    print(f"mindspore's first step (graph compilation) {ms_['step_s'][0]:.1f} s; pytorch with eager attention "
+          f"{tokens / np.median(pt_eager['step_s'][2:]):.0f} tokens/s")
     print(f"peak RSS: mindspore {ms_['peak_rss_mb']:.0f} MiB, pytorch eager {pt['peak_rss_mb']:.0f} MiB, "
           f"ratio {ms_['peak_rss_mb'] / pt['peak_rss_mb']:.2f}x")
 
