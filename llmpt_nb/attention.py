@@ -36,14 +36,18 @@ def causal_mask(seq_length, dtype=ms.float32):
     upper = np.triu(np.ones((seq_length, seq_length), dtype=np.float32), k=1)
     return Tensor(upper * -1e9, dtype)
 
-def scaled_dot_product_attention(q, k, v, mask=None, softmax_dtype=ms.float32):
-    "softmax(q k^T / sqrt(d) + mask) v for (batch, heads, seq, head_dim) tensors."
+_scores_op, _mix_op = ops.BatchMatMul(transpose_b=True), ops.BatchMatMul()  # q k^T: no transposed copy of k
+
+def scaled_dot_product_attention(q, k, v, mask=None, softmax_dtype=ms.float32, dropout=None):
+    "softmax(q k^T / sqrt(d) + mask) v for (batch, heads, seq, head_dim) tensors; `dropout` (a Cell) acts on the weights."
     scale = 1.0 / math.sqrt(q.shape[-1])
-    scores = ops.matmul(q, k.swapaxes(-1, -2)).astype(softmax_dtype) * scale
+    scores = _scores_op(q, k).astype(softmax_dtype) * scale
     if mask is not None:
         scores = scores + mask
-    weights = ops.softmax(scores, axis=-1).astype(v.dtype)
-    return ops.matmul(weights, v)
+    weights = ops.softmax(scores, axis=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    return _mix_op(weights.astype(v.dtype), v)
 
 # %% ../nbs/00_attention.ipynb #76a969a6
 def rope_frequencies(head_dim, seq_length, theta=10000.0):
@@ -85,8 +89,6 @@ def repeat_kv(x, n_rep):
 def narrow(x, axis, start, end):
     "x[start:end] along `axis`; x itself when that is all of it (MindSpore's CPU StridedSlice is slow then)."
     return x if (start, end) == (0, x.shape[axis]) else ops.narrow(x, axis, start, end - start)
-
-_scores_op, _mix_op = ops.BatchMatMul(transpose_b=True), ops.BatchMatMul()
 
 def causal_attention(q, k, v, mask, softmax_dtype=ms.float32, block=128):
     """`scaled_dot_product_attention(q, repeat_kv(k), repeat_kv(v), mask)` for a causal `mask` (`causal_mask` of at

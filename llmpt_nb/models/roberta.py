@@ -9,7 +9,6 @@ __all__ = ['ACTIVATIONS', 'MASKED_LM', 'EncoderConfig', 'Dense', 'LayerNorm', 'a
            'BertLMPredictionHead', 'BertOnlyMLMHead', 'RobertaForMaskedLM', 'BertForMaskedLM', 'build_encoder']
 
 # %% ../../nbs/03b_encoder.ipynb #9e62082b
-import math
 from dataclasses import dataclass, fields, asdict
 import numpy as np
 from fastcore.basics import patch
@@ -17,6 +16,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
 from .llama import DTYPES, Embedding, Linear, ModelConfig
+from ..attention import scaled_dot_product_attention
 
 # %% ../../nbs/03b_encoder.ipynb #ac0a110c
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
@@ -138,16 +138,15 @@ class BertSelfAttention(nn.Cell):
         self.value = Dense(cfg.hidden_size, cfg.hidden_size, std, pt, dt)
         self.dropout = nn.Dropout(p=cfg.attention_probs_dropout_prob)
         self.n_heads, self.head_dim = cfg.num_heads, cfg.head_dim
-        self.scale, self.softmax_dtype = 1.0 / math.sqrt(cfg.head_dim), DTYPES[cfg.softmax_compute_type]
+        self.softmax_dtype = DTYPES[cfg.softmax_compute_type]
 
     def construct(self, x, mask):
         b, t, _ = x.shape
         q = self.query(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
         k = self.key(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
         v = self.value(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
-        scores = ops.matmul(q, k.swapaxes(-1, -2)).astype(self.softmax_dtype) * self.scale + mask
-        weights = self.dropout(ops.softmax(scores, axis=-1)).astype(v.dtype)
-        return ops.matmul(weights, v).swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim)
+        out = scaled_dot_product_attention(q, k, v, mask, self.softmax_dtype, self.dropout)  # chapter 00's
+        return out.swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim)
 
 # %% ../../nbs/03b_encoder.ipynb #67125a84
 class BertSelfOutput(nn.Cell):
