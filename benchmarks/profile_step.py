@@ -1,6 +1,7 @@
 """Where the time of one training step goes: MindSpore's profiler around the project's real train step (the
 packaged config's model and context, random token batches), then the time per op type, and the matmul shapes of
-that model timed alone in MindSpore and in PyTorch (the kernel that dominates the step).
+that model timed alone in MindSpore and in PyTorch (the kernel that dominates the step), and what a slice of the
+keys costs (why chapter 00's `narrow` skips whole-axis slices).
 
     python benchmarks/profile_step.py [--steps 5] [--seq 256] [--batch 8] [--accum 2]
 """
@@ -80,6 +81,34 @@ for m, k, n in shapes:
 """
 
 
+SLICES = """
+import sys, time, numpy as np
+import llmpt_nb, mindspore as ms
+from mindspore import nn, Tensor
+from llmpt_nb.attention import narrow
+ms.set_context(mode=ms.GRAPH_MODE)
+b, t = map(int, sys.argv[1:3])
+class Take(nn.Cell):
+    def __init__(self, end, skip): super().__init__(); self.end, self.skip = end, skip
+    def construct(self, k): return (narrow(k, 2, 0, self.end) if self.skip else k[:, :, :self.end]) * 1.0
+k = Tensor(np.random.default_rng(0).standard_normal((b, 2, t, 32), dtype=np.float32))
+for name, cell in [(f"k[:, :, :{t}] (the whole axis)", Take(t, False)), (f"k[:, :, :{3 * t // 4}]", Take(3 * t // 4, False)),
+                   (f"narrow(k, 2, 0, {t}) (no slice)", Take(t, True))]:
+    cell(k).asnumpy(); ts = []
+    for _ in range(10):
+        s = time.perf_counter(); cell(k).asnumpy(); ts.append(time.perf_counter() - s)
+    print(f"  {name:36s} {1e3 * min(ts):6.2f} ms")
+"""
+
+
+def slice_times(batch, seq):
+    "A keys-sized tensor sliced in a GRAPH_MODE cell: MindSpore's CPU StridedSlice is slow on a whole-axis slice."
+    script = Path(tempfile.mkdtemp()) / "slices.py"
+    script.write_text(SLICES)
+    return subprocess.run([sys.executable, str(script), str(batch), str(seq)], capture_output=True, text=True,
+                          check=True).stdout
+
+
 def matmul_rates(which, dims):
     script = Path(tempfile.mkdtemp()) / "matmul.py"  # MindSpore compiles a Cell only from a source file
     script.write_text(MATMUL)
@@ -105,6 +134,8 @@ def main():
     print("the model's matmul shapes alone, GFLOP/s (best of 10): MindSpore MatMul vs PyTorch")
     for shape in ms_rates:
         print(f"  {shape:28s} {ms_rates[shape]:>5s} vs {pt_rates[shape]:>5s}")
+    print(f"slicing keys of shape ({a.batch}, 2, {a.seq}, 32), each a multiplied copy (x 1.0), best of 10:")
+    print(slice_times(a.batch, a.seq), end="")
 
 
 if __name__ == "__main__":
