@@ -7,10 +7,16 @@ and this machine's temporary paths left out, widget state kept, then `nbdev-clea
 The kept outputs are checked by tests/test_outputs.py, which compares them with a fresh run through `comparable`
 below (the one place that says what "the same output" means):
 
-- texts (stdout, stderr, the text of results and displays) after `tidy`: equal;
+- texts (stdout, stderr, the text of results and displays) after `tidy`: equal, except for the last digits of
+  decimal numbers (`same_number`: one unit in the last printed place, or 1e-5 relative), because two CPUs' float sums
+  differ there; integers (counts, sizes, table values) must be equal;
+- a cell that prints float-noise-sized numbers (a difference against a reference) says below what size they are
+  noise: `#| varies: below 1e-5` compares every number under 1e-5 as equal to any other under it (the cell's own
+  assert checks the tolerance) and everything else as above;
 - images and widgets: the same number in the cell, not the same bytes (fonts and pixels differ between machines);
 - a cell whose output is variable by nature says so in its source: `#| varies` compares only its images and
-  widgets; `#| varies: timing` masks durations and rates (`0.21 s`, `35 ms`, `1,200 tok/s`) and compares the rest;
+  widgets; `#| varies: timing` masks durations, rates and dates (`0.21 s`, `35 ms`, `1,200 tok/s`, `2026-11-30`) and
+  compares the rest;
   `#| varies: live` (a live training view) compares nothing: a kernel keeps it as widgets, nbdev-test as images.
 """
 import os, re, subprocess, sys, tempfile
@@ -21,8 +27,10 @@ from nbclient import NotebookClient
 LOG_LINE = re.compile(r"^\[(WARNING|ERROR|INFO)\] [A-Z_]+\(\d+[,:].*$\n?", re.M)  # MindSpore's C++/Python log format
 TMP_PATH = re.compile(re.escape(tempfile.gettempdir()) + r"/[\w.-]+")
 SKIP_FLAGS = ("#| slow", "#| notest", "#|slow", "#|notest")
-VARIES = re.compile(r"^#\|\s*varies\b:?[ \t]*(\S*)", re.M)       # `#| varies` or `#| varies: timing`
-TIMING = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s*(?:[kMG] )?(?:[a-zA-Z]+/s|ns|µs|us|ms|s|sec|min|h)\b")
+VARIES = re.compile(r"^#\|\s*varies\b:?[ \t]*([^\s#]*)[ \t]*([^\s#]*)", re.M)  # `#| varies`, `#| varies: timing`, `... below 1e-5`
+TIMING = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e-?\d+)?\s*(?:[kMG] )?(?:[a-zA-Z]+/s|ns|µs|us|ms|s|sec|min|h)\b"
+                    r"|\b\d{4}-\d\d-\d\d\b")
+NUMBER = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(?!\w|\.\d)")  # not inside names or versions (2.10.0)
 IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
@@ -45,13 +53,15 @@ def comparable(cell):
     if src.lstrip().startswith(SKIP_FLAGS): return None
     m = VARIES.search(src)
     mode = None if m is None else (m.group(1) or "all")
-    if mode not in (None, "all", "timing", "live"):
-        raise ValueError(f"unknown `#| varies: {mode}` in cell {src[:60]!r}: write `#| varies` (only images and widgets "
-                         "counted), `#| varies: timing` (durations and rates masked) or `#| varies: live` (not compared)")
+    if mode not in (None, "all", "timing", "live", "below") or (mode == "below") != bool(m and m.group(2)):
+        raise ValueError(f"unknown `{m.group(0)}` in cell {src[:60]!r}: write `#| varies` (only images and widgets "
+                         "counted), `#| varies: timing` (durations and rates masked), `#| varies: below 1e-5` (numbers "
+                         "under 1e-5 are float noise) or `#| varies: live` (not compared)")
     if mode == "live": return {}
     outs = cell.get("outputs", [])
     res = {"images": sum(any(k in o.get("data", {}) for k in IMAGES) for o in outs),
            "widgets": sum(WIDGET in o.get("data", {}) for o in outs)}
+    if mode == "below": res["noise below"] = float(m.group(2))
     if mode == "all": return res
     norm = lambda t: TIMING.sub("<time>", tidy(t)) if mode == "timing" else tidy(t)
     for name in ("stdout", "stderr"):
@@ -62,6 +72,42 @@ def comparable(cell):
                       and not any(k in o["data"] for k in IMAGES + (WIDGET,))]
     res["errors"] = [o.get("ename") for o in outs if o["output_type"] == "error"]
     return res
+
+
+def _ulp(literal):
+    "One unit in the last printed place of a decimal literal (`6.5600` -> 1e-4, `1.49e-07` -> 1e-9); None for an integer."
+    mantissa, _, exp = literal.lower().partition("e")
+    if "." not in mantissa and not exp: return None
+    return 10.0 ** (int(exp or 0) - len(mantissa.partition(".")[2]))
+
+
+def same_number(a, b, noise=0.0):
+    """Two printed numbers are the same output: equal integers; decimals within one unit of the last printed place or
+    1e-5 relative (another CPU's float sums); any two numbers both under `noise` (`#| varies: below`)."""
+    if a == b: return True
+    x, y = float(a), float(b)
+    if abs(x) < noise and abs(y) < noise: return True
+    ulps = [u for u in (_ulp(a), _ulp(b)) if u is not None]
+    if len(ulps) < 2: return False
+    return abs(x - y) <= max(ulps) * 1.001 + 1e-5 * max(abs(x), abs(y))
+
+
+def same_text(a, b, noise=0.0):
+    "The same words and punctuation, and numbers that are `same_number`."
+    pa, pb = NUMBER.split(a), NUMBER.split(b)  # text, number, text, number, ..., text
+    return len(pa) == len(pb) and pa[::2] == pb[::2] and all(same_number(x, y, noise) for x, y in zip(pa[1::2], pb[1::2]))
+
+
+def mismatches(kept, fresh):
+    "The keys of two cells' `comparable` outputs that differ (kept: the committed cell, fresh: a new run of it)."
+    a, b = comparable(kept), comparable(fresh)
+    if a is None or b is None: return [] if a == b else ["skipped"]
+    noise = a.get("noise below", 0.0)
+    def same(x, y):
+        if isinstance(x, str) and isinstance(y, str): return same_text(x, y, noise)
+        if isinstance(x, list) and isinstance(y, list): return len(x) == len(y) and all(map(same, x, y))
+        return x == y
+    return [k for k in a if not same(a[k], b.get(k))] + [k for k in b if k not in a]
 
 
 def refresh(path):
