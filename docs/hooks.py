@@ -13,7 +13,11 @@ These hooks add what mkdocs-jupyter does not do by itself:
 3. **Links between notebooks**: `[chapter 05](05_train.ipynb)` opens the notebook in Jupyter; on the site it
    is rewritten to that chapter's page.
 4. **A table of contents that matches the headings**, inline code included.
-5. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
+5. **Notebook machinery out of sight**, as nbdev's own sites show a notebook: the `#|` directive lines at the top of a
+   code cell (`#| export`, `#| default_exp ...`, `#| varies`, ...) are not shown, a `#| hide` cell is left out with
+   its outputs, a cell left empty is dropped, no `In [ ]:` prompts, and a long line wraps (code) or scrolls inside
+   its cell (outputs) instead of running past the right edge.
+6. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
    is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
    its outputs, so a reader tries the exercise first. The notebook itself runs the solution as any other cell.
 """
@@ -119,6 +123,32 @@ def fold_solutions(nb):
     return nb
 
 
+DIRECTIVE = re.compile(r"^#\|\s*([\w-]+)")
+
+
+def hide_machinery(nb):
+    """Notebook `nb` (a dict) without nbdev's machinery: each code cell loses the `#|` lines it starts with; a cell
+    with `#| hide`, or with nothing left to show, is dropped."""
+    cells = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            lines = ("".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]).splitlines(True)
+            flags = []
+            while lines and DIRECTIVE.match(lines[0]): flags.append(DIRECTIVE.match(lines.pop(0)).group(1))
+            if "hide" in flags or not ("".join(lines).strip() or cell.get("outputs")): continue
+            cell = {**cell, "source": "".join(lines)}
+        cells.append(cell)
+    return {**nb, "cells": cells}
+
+
+# the prompts hidden; code wraps, outputs (tables) scroll sideways inside their cell
+PAGE_CSS = """<style>
+.jp-InputPrompt, .jp-OutputPrompt { display: none !important; }
+.jp-InputArea-editor pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+.jp-OutputArea-output pre, .jp-OutputArea-output table { display: block; overflow-x: auto; max-width: 100%; }
+</style>"""
+
+
 def flatten_widgets(nb):
     "A copy of notebook `nb` (a dict) with each widget output replaced by its static outputs, or its text if none."
     nb = copy.deepcopy(nb)
@@ -145,7 +175,7 @@ def on_config(config):
 
 
 def on_files(files, config):
-    "Point each notebook page at a copy with static widgets and folded solutions (the notebooks in nbs/ are not touched)."
+    "Point each notebook page at a copy with static widgets, folded solutions and no nbdev machinery (nbs/ is not touched)."
     _cleanup()
     tmp = Path(tempfile.mkdtemp(prefix="llmpt-docs-"))
     _staged["dir"] = tmp
@@ -154,7 +184,7 @@ def on_files(files, config):
         nb = json.loads(Path(f.abs_src_path).read_text(encoding="utf-8"))
         dest = tmp / f.src_uri
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(fold_solutions(flatten_widgets(nb)), ensure_ascii=False), encoding="utf-8")
+        dest.write_text(json.dumps(hide_machinery(fold_solutions(flatten_widgets(nb))), ensure_ascii=False), encoding="utf-8")
         f.abs_src_path = str(dest)
     return files
 
@@ -191,6 +221,11 @@ def on_page_content(html_text, page, config, files):
         plugin = config.plugins.get("mkdocs-jupyter")
         page.toc = get_toc(toc_tokens(html_text, plugin.config["toc_depth"] if plugin else 3))
     return _LINK.sub(fix, html_text)
+
+
+def on_post_page(output, page, config):
+    "The notebook pages' own style (PAGE_CSS) at the end of <head>."
+    return output.replace("</head>", PAGE_CSS + "\n</head>", 1) if page.file.src_uri.endswith(".ipynb") else output
 
 
 def _cleanup():

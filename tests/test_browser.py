@@ -380,3 +380,39 @@ def test_docs_site_in_browser(browser, site_url, evidence):
         shown = [im for im in page["images"] if im["inArticle"] and im["src"].startswith("data:image/png;base64,")]
         assert heatmap and any(im["src"].replace("\n", "").endswith(heatmap[0][-200:]) for im in shown), \
             f"the heatmap is not among the page's {len(shown)} PNG image(s)"
+
+
+MACHINERY_JS = """
+const art = document.querySelector('article.md-content__inner'), right = art.getBoundingClientRect().right;
+const shown = e => e.offsetParent !== null && getComputedStyle(e).visibility !== 'hidden';
+return {text: art.innerText,
+        prompts: Array.from(art.querySelectorAll('.jp-InputPrompt, .jp-OutputPrompt')).filter(e => shown(e) && e.innerText.trim())
+                      .map(e => e.innerText.trim()),
+        // a <pre> whose text is wider than its box must scroll inside it, and no box may run past the article's edge
+        cut: Array.from(art.querySelectorAll('pre')).filter(shown).filter(p => {
+               const st = getComputedStyle(p), r = p.getBoundingClientRect();
+               return (p.scrollWidth > p.clientWidth + 1 && !['auto', 'scroll'].includes(st.overflowX)) || r.right > right + 1;
+             }).map(p => p.innerText.slice(0, 80)),
+        images: Array.from(art.querySelectorAll('img')).filter(i => i.src.startsWith('data:image/png') && i.naturalWidth > 0).length};
+"""
+
+
+@pytest.mark.parametrize("stem", ["07_weights", "02_data"])
+def test_docs_pages_read_like_nbdevs(browser, site_url, evidence, stem):
+    """A chapter's page as nbdev's own sites show one: no `#|` directive, no `#| hide` cell, no `In [ ]:` prompt,
+    and every long line wraps or scrolls inside its cell; a chapter with figures shows them as images."""
+    cells = json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
+    hidden = ["".join(c["source"]).splitlines()[1] for c in cells if c["cell_type"] == "code"
+              and "".join(c["source"]).startswith("#| hide") and len("".join(c["source"]).splitlines()) > 1]
+    long_lines = [l for c in cells if c["cell_type"] == "code" for l in "".join(c["source"]).splitlines() if len(l) > 110]
+    assert hidden and long_lines, (stem, "needs a #| hide cell and a long line to check")
+    figures = sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", []))
+    with keep_evidence(browser, evidence, f"docs_{stem}"):
+        load_page(browser, f"{site_url}/{stem}.html", site_url)
+        page = browser.execute_script(MACHINERY_JS)
+        assert "#|" not in page["text"], [l for l in page["text"].splitlines() if "#|" in l][:5]
+        shown_hidden = [h for h in hidden if h.strip() and h.strip() in page["text"]]
+        assert not shown_hidden, f"{stem}: lines of #| hide cells on the page: {shown_hidden}"
+        assert not page["prompts"], f"{stem}: prompts shown: {page['prompts'][:5]}"
+        assert not page["cut"], f"{stem}: lines cut off at the right edge: {page['cut'][:5]}"
+        assert page["images"] >= figures, f"{stem}: {page['images']} images on the page, {figures} stored"

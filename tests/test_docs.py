@@ -178,3 +178,15 @@ def test_fold_solutions_unit():
     src = cells[0]["source"]
     assert src.startswith('<details class="solution"><summary>') and src.endswith("</details>") and "\n" not in src
     assert "def f(x):&#10;&#10;    return x &lt; 1" in src and "#| solution" not in src
+
+
+def test_hide_machinery_unit():
+    "Leading `#|` lines go, a `#| hide` cell and a cell left empty are dropped, markdown and `#|` inside code stay."
+    hooks = _hooks()
+    code = lambda src, outs=(): {"cell_type": "code", "source": src, "outputs": list(outs)}
+    md = {"cell_type": "markdown", "source": "#| not a directive in markdown"}
+    nb = {"cells": [code(["#| default_exp data\n"]), code("#| hide\nfrom x import y"), md,
+                    code("#| export\n#| varies: timing\ndef f(): pass\ns = '#| kept'\n"), code("#| slow\n", [{"x": 1}])]}
+    cells = hooks.hide_machinery(nb)["cells"]
+    assert [c["source"] for c in cells] == [md["source"], "def f(): pass\ns = '#| kept'\n", ""], cells
+    assert len(nb["cells"]) == 5 and nb["cells"][3]["source"].startswith("#| export"), "the input must not be changed"
