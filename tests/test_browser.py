@@ -378,8 +378,8 @@ def test_docs_site_in_browser(browser, site_url, evidence):
         link = browser.find_element(By.CSS_SELECTOR, f"article.md-content__inner a[href='{stem}.html']")
         page = load_page(browser, f"{site_url}/{stem}.html", site_url, click=link)
         shown = [im for im in page["images"] if im["inArticle"] and im["src"].startswith("data:image/png;base64,")]
-        assert heatmap and any(im["src"].replace("\n", "").endswith(heatmap[0][-200:]) for im in shown), \
-            f"the heatmap is not among the page's {len(shown)} PNG image(s)"
+        drawn = [any(im["src"].replace("\n", "").endswith(png[-200:]) for im in shown) for png in heatmap]
+        assert heatmap and all(drawn), f"stored figures drawn: {drawn}, among the page's {len(shown)} PNG image(s)"
 
 
 MACHINERY_JS = """

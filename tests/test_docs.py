@@ -82,11 +82,14 @@ def test_navigation_order(site):
     assert positions == sorted(positions), dict(zip(order, positions))
 
 
-def test_attention_heatmap_is_an_image(site):
-    pngs = stored_pngs(ROOT / "nbs" / "00_attention.ipynb")
-    assert pngs, "00_attention stores no PNG output (the heatmap)"
-    text = article(site, "00_attention")
-    assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(pngs[0][:200]), text), "no heatmap <img>"
+@pytest.mark.parametrize("stem", ["00_attention", "02_data", "10_pretrain"])
+def test_stored_figures_are_images(site, stem):
+    "Every figure a chapter stores (chapter 00's heatmap, RoPE and tiles, 02's packing grid, 10's full run) is an <img>."
+    pngs = stored_pngs(ROOT / "nbs" / f"{stem}.ipynb")
+    assert len(pngs) >= 2, f"{stem} stores {len(pngs)} PNG outputs"
+    text = article(site, stem)
+    missing = [i for i, png in enumerate(pngs) if not re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(png[:200]), text)]
+    assert not missing, f"{stem}: stored figures {missing} are not images on the page"
 
 
 def test_loss_plot_is_an_image(site):

@@ -28,6 +28,6 @@ def test_notebook(nb, run_chapter):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_slow_cells(nb, env):
     "Cells flagged `#| slow` run here (python -m pytest -m slow)."
-    r = subprocess.run([bin_path("nbdev-test"), str(nb), "--flags", "slow"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=3600)
+    r = subprocess.run([bin_path("nbdev-test"), str(nb), "--flags", "slow", "--cell-timeout", "3000"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=3600)  # chapter 10 trains the packaged default in a slow cell
     assert r.returncode == 0 and "Success." in r.stdout, r.stdout[-3000:] + r.stderr[-6000:]

@@ -3,6 +3,7 @@ folder with IN_TEST=1 (tiny configs, `#| slow` cells skipped the way nbdev-test 
 and this machine's temporary paths left out, widget state kept, then `nbdev-clean`.
 
     python tools/refresh_outputs.py nbs/05_train.ipynb [nbs/10_pretrain.ipynb ...]
+    python tools/refresh_outputs.py --slow nbs/10_pretrain.ipynb   # `#| slow` cells run too (their outputs are kept)
 
 The kept outputs are checked by tests/test_outputs.py, which compares them with a fresh run through `comparable`
 below (the one place that says what "the same output" means):
@@ -110,15 +111,16 @@ def mismatches(kept, fresh):
     return [k for k in a if not same(a[k], b.get(k))] + [k for k in b if k not in a]
 
 
-def refresh(path):
+def refresh(path, slow=False):
     nb = nbformat.read(path, as_version=4)
-    skipped = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith(SKIP_FLAGS)]
+    flags = tuple(f for f in SKIP_FLAGS if not (slow and "slow" in f))
+    skipped = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith(flags)]
     for c in skipped:  # run as nbdev-test runs: flagged cells keep their source and stay unexecuted
         c.metadata["tags"] = c.metadata.get("tags", []) + ["skip-execution"]
     os.environ["IN_TEST"] = "1"
     # the kernel leaves C-level output (MindSpore's compiler log) on its own stdout/stderr: ipykernel's capture of
     # those can deadlock when a long compile fills the pipe while holding the GIL
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}},
+    NotebookClient(nb, timeout=3600 if slow else 900, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}},
                    store_widget_state=True, skip_cells_with_tag="skip-execution",
                    extra_arguments=["--IPKernelApp.capture_fd_output=False"]).execute()
     for c in skipped:
@@ -139,6 +141,7 @@ def refresh(path):
 
 
 if __name__ == "__main__":
-    for p in sys.argv[1:]:
-        print("refreshing", p, flush=True)
-        refresh(p)
+    slow = "--slow" in sys.argv
+    for p in (a for a in sys.argv[1:] if a != "--slow"):
+        print("refreshing", p, "(slow cells too)" if slow else "", flush=True)
+        refresh(p, slow)
