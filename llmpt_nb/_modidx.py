@@ -662,6 +662,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'llmpt_nb.pipeline.resolve_config': ('pretrain.html#resolve_config', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.resume_config': ('pretrain.html#resume_config', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.run_folder': ('pretrain.html#run_folder', 'llmpt_nb/pipeline.py'),
+                                   'llmpt_nb.pipeline.sample_text': ('pretrain.html#sample_text', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.start_run': ('pretrain.html#start_run', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.weights_digest': ('pretrain.html#weights_digest', 'llmpt_nb/pipeline.py')},
             'llmpt_nb.testing': { 'llmpt_nb.testing.damaged_copy': ('testing.html#damaged_copy', 'llmpt_nb/testing.py'),

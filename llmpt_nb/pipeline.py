@@ -6,7 +6,8 @@
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'check_output_dir', 'run_folder', 'prepare_output_dir', 'resume_config', 'check_memory',
            'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'build_model', 'existing_data',
-           'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'finish_run', 'pretrain']
+           'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'sample_text', 'finish_run',
+           'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import functools, hashlib, json, math, os, shutil, time
@@ -353,13 +354,17 @@ def record_changes(out, cfg, changes, step):
         f.write(json.dumps({"step": step, "config_change": {k: list(v) for k, v in changes.items()}}) + "\n")
 
 
+def sample_text(net, tok, gen, seed):
+    "The prompt `gen.prompt` and what `net` writes after it (config section `generation`); no byte-fallback pieces."
+    byte_pieces = [i for i in range(tok.vocab_size) if tok.sp.is_byte(i)]  # half a character decodes as '\ufffd'
+    return gen.prompt + tok.decode(generate(net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k, gen.temperature,
+                                            eos_id=tok.eos_id, pad_id=tok.pad_id, seed=seed, banned_ids=byte_pieces))
+
+
 def finish_run(cfg, run, out, seconds):
     "Generate the sample and write sample.txt and summary.json; returns the summary."
-    tok, history, gen = run.tok, run.trainer.history, cfg.generation
-    byte_pieces = [i for i in range(tok.vocab_size) if tok.sp.is_byte(i)]  # half a character decodes as '\ufffd'
-    sample = gen.prompt + tok.decode(generate(run.net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k,
-                                              gen.temperature, eos_id=tok.eos_id, pad_id=tok.pad_id, seed=cfg.seed,
-                                              banned_ids=byte_pieces))
+    tok, history = run.tok, run.trainer.history
+    sample = sample_text(run.net, tok, cfg.generation, cfg.seed)
     atomic_write_text(out / "sample.txt", sample + "\n")
     evals = run.trainer.eval_history
     summary = dict(
