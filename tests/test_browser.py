@@ -1,7 +1,8 @@
 """The workbook as a reader meets it, in a real browser (headless Chromium driven by Selenium):
 
 1. chapter 00 opened in JupyterLab starts its Python 3 kernel without asking, and Run > Run All Cells finishes with
-   no error or warning in any output and the attention heatmap drawn as an image;
+   no error or warning in any output and its figures (RoPE, the causal tiles, the attention heatmap) drawn as images
+   by the cells that store them;
 2. `pretrain(..., live=True)` redraws its loss plot while it trains and leaves exactly one figure behind;
 3. the docs site (mkdocs build) lists the chapters on its index page, and chapter 00's page shows the heatmap;
    both pages load their stylesheets, with no broken image and no console error of the site.
@@ -266,12 +267,13 @@ def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence):
         assert not s["dialogs"], s["dialogs"]
         assert not problems(s), f"error or warning output in {CHAPTER}: {problems(s)}"
         images = [im for c in s["cells"] for im in c["images"]]
-        assert n_png >= 1 and len(images) == n_png, f"expected {n_png} image(s) (the heatmap), found {len(images)}"
+        assert n_png >= 3 and len(images) == n_png, f"expected {n_png} image(s) (RoPE, the tiles, the heatmap), found {len(images)}"
         assert all(im["src"].startswith("data:image/png;base64,") and im["ok"] for im in images), \
             [(im["src"][:60], im["ok"]) for im in images]
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-        drawn = ["".join(src["source"]) for shown, src in zip(s["cells"], code) if shown["images"]]
-        assert drawn and all("plot_attention(" in d for d in drawn), f"images shown by other cells: {drawn}"
+        drawn = [i for i, shown in enumerate(s["cells"]) if shown["images"]]
+        stored = [i for i, c in enumerate(code) if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+        assert drawn == stored, f"code cells drawing images in JupyterLab {drawn}, storing them in the notebook {stored}"
     shut_down_kernels(lab)
 
 
