@@ -1,7 +1,7 @@
 """Where the time of one training step goes: MindSpore's profiler around the project's real train step (the
 packaged config's model and context, random token batches), then the time per op type, and the matmul shapes of
 that model timed alone in MindSpore and in PyTorch (the kernel that dominates the step), and what a slice of the
-keys costs (why chapter 00's `narrow` skips whole-axis slices).
+keys costs (why chapter 00a's `narrow` skips whole-axis slices).
 
     python benchmarks/profile_step.py [--steps 5] [--seq 256] [--batch 8] [--accum 2]
 """

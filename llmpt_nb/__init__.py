@@ -9,7 +9,7 @@ __all__ = []
 import importlib, os, sys, types
 
 # MindSpore's CPU kernels run on its own thread pool; OpenMP threads started beside it compete for the same cores.
-# With OpenMP's default (one thread per core) a training step took 1.8x as long on 2 cores (chapter 12a). OpenMP
+# With OpenMP's default (one thread per core) a training step took 1.8x as long on 2 cores (chapter 12). OpenMP
 # reads the variable once, when MindSpore loads it, so it is set here, before any chapter imports MindSpore.
 # MindSpore itself sets 1 for the processes it starts. A value you exported yourself is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

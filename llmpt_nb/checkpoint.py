@@ -73,7 +73,7 @@ def save_training_state(folder, step, params, meta, keep=3):
     records the size and SHA-256 of the `.ckpt` and of the ranks' optimizer slices written before it."""
     folder = Path(folder)
     ckpt = save_checkpoint(folder / f"step_{step}.ckpt", params)
-    files = [ckpt, *sorted(folder.glob(f"step_{step}.rank*.ckpt"))]  # per-rank optimizer slices (ZeRO, chapter 09)
+    files = [ckpt, *sorted(folder.glob(f"step_{step}.rank*.ckpt"))]  # per-rank optimizer slices (ZeRO, chapter 09a)
     meta = {"step": step, **meta, "files": {p.name: file_digest(p) for p in files}}
     atomic_write_text(ckpt.with_suffix(".json"), json.dumps(meta, indent=1))
     for old_step, old_ckpt, old_meta in list_checkpoints(folder)[:-keep] if keep else []:
@@ -174,9 +174,14 @@ class CheckpointMonitor:
         if self.saved_step != trainer.step:
             self.save(trainer)
 
+    def last_checkpoint(self, trainer):
+        "The newest complete checkpoint, which the `Trainer` names when it stops a run."
+        found = latest_checkpoint(trainer.output_dir / "checkpoint")
+        return found[0] if found else None
+
 # %% ../nbs/06_checkpoint.ipynb #6eaf5699
 def sharded_state(trainer):
-    "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09)."
+    "True when each rank holds only its slice of the AdamW moments (ZeRO stage >= 1, chapter 09a)."
     return trainer.world_size > 1 and getattr(trainer.optimizer, "stage", 0) >= 1
 
 def moments(trainer):

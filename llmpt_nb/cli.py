@@ -62,7 +62,7 @@ def add_continue_pretrain(subparsers):
 
 # %% ../nbs/10a_cli.ipynb #53d50650
 def add_doctor(subparsers):
-    "Add `doctor` (chapter 12a) to an argparse subparsers object; its handler returns the exit code."
+    "Add `doctor` (chapter 12) to an argparse subparsers object; its handler returns the exit code."
     help = "check this machine for a run: Python, MindSpore, device, threads, memory, disk, compile cache, msrun, packages"
     return _command(subparsers, "doctor", help, ("doctor", "run_doctor_command"),
                     help + ". One line each: OK, WARN or FAIL, and the fix; exit code 1 if any line FAILs. "
@@ -112,8 +112,8 @@ def build_parser():
     add_import_config(sub)  # chapter 04a
     add_convert_weights(sub)  # chapter 07
     add_continue_pretrain(sub)  # chapter 11
-    add_doctor(sub)  # chapter 12a
-    add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09)
+    add_doctor(sub)  # chapter 12
+    add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)
     return parser
 
 

@@ -223,7 +223,7 @@ CHOICES = {
        ('compute_dtype', 'layernorm_compute_type', 'softmax_compute_type', 'param_init_type')},
     'parallel.parallel_optimizer_config.zero_stage': (0, 1, 2, 3),
     'runner_wrapper.scale_sense.type': ('DynamicLossScaleUpdateCell', 'FixedLossScaleUpdateCell'),
-    'processor.tokenizer.type': ('SentencePieceBPE',),     # the only tokenizer llmpt_nb trains (chapter 01)
+    'processor.tokenizer.type': ('SentencePieceBPE',),     # the only tokenizer llmpt_nb trains (chapter 01a)
 }
 _HINTS = {'context.mode': "MindFormers' mode: 0 is GRAPH_MODE and mode: 1 is PYNATIVE_MODE; write the name"}
 

@@ -24,8 +24,9 @@ from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import set_context, Trainer
 from .checkpoint import atomic_write_text
 from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan
-from .pipeline import resolve_config, run_folder, resume_config, fit_on_every_rank
-from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits, _transformers
+from .pipeline import resolve_config, run_folder, resume_config, fit_on_every_rank, config_callbacks
+from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits
+from .testing import import_transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
 def reviews_folder():
@@ -70,7 +71,7 @@ def make_tiny_roberta(folder, docs, hidden_size=64, num_layers=2, num_heads=2, i
                       vocab_size=6000, min_count=2, tie_word_embeddings=True, hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1, seed=0):
     "Save a random transformers RobertaForMaskedLM + BertTokenizerFast (character vocabulary of `docs`) to `folder`."
-    torch, transformers = _transformers()
+    torch, transformers = import_transformers()
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     vocab = build_char_vocab(docs, vocab_size, min_count)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
@@ -97,7 +98,7 @@ def load_checkpoint_tokenizer(folder):
     if not any((folder / n).is_file() for n in names):
         raise FileNotFoundError(f"{folder} has no tokenizer files ({', '.join(names[:3])}...): continued pretraining "
                                 "must use the tokenizer the checkpoint was trained with; copy it into the folder")
-    _, transformers = _transformers()
+    _, transformers = import_transformers()
     return transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
 
 @dataclass
@@ -353,7 +354,7 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
         cells = train_cells_from_config(net, loss_net, cfg, rank, world_size)
     trainer = Trainer(net, cfg, data.train, data.val, output_dir=out, verbose=verbose and rank == 0, rank=rank,
                       world_size=world_size, cells=cells, barrier=functools.partial(barrier, world_size),
-                      peak_flops=cfg.context.get("peak_flops"), loss_net=loss_net)
+                      peak_flops=cfg.context.get("peak_flops"), loss_net=loss_net, callbacks=config_callbacks(cfg))
     return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd

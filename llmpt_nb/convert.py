@@ -12,8 +12,9 @@ import numpy as np
 from .models.llama import DTYPES
 from llmpt_nb.weights import (
     FORMATS, DTYPES_NAME, HFCheckpoint, load_weights, load_hf_model, load_ms_checkpoint, export_hf, save_ms_checkpoint,
-    expected_shapes, parameter_arrays, to_mindformers, hf_model, hf_logits, our_logits, _transformers, ARCHITECTURES,
+    expected_shapes, parameter_arrays, to_mindformers, hf_model, hf_logits, our_logits, ARCHITECTURES,
     hf_architecture)
+from .testing import import_transformers
 
 # %% ../nbs/07a_convert.ipynb #1c2333fb
 def _tokenizer_files(src):
@@ -59,7 +60,7 @@ def _sentence_ids(folder, sentences, vocab_size):
     "Token ids of `sentences` with the folder's tokenizer if it has one, else UTF-8 bytes modulo vocab_size."
     folder = Path(folder)
     if (folder / "tokenizer.json").is_file() or (folder / "vocab.txt").is_file():
-        _, transformers = _transformers()
+        _, transformers = import_transformers()
         tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         return [tok(s)["input_ids"] for s in sentences], f"{type(tok).__name__} from {folder.name}"
     if (folder / "tokenizer.model").is_file():
@@ -126,7 +127,7 @@ def verify_weights(hf_folder, checkpoint=None, config=None, sentences=None, rtol
     precision, stored = verify_precision(net), net.config.param_init_type
     theirs_net = hf_model(hf_folder)
     if stored != "float32":        # the reference holds the weights rounded as ours are, then computes in float32
-        torch, _ = _transformers()
+        torch, _ = import_transformers()
         theirs_net = theirs_net.to(getattr(torch, stored)).float()
     rtol, min_top1 = (x if x is not None else d for x, d in zip((rtol, min_top1), VERIFY_RULES[precision]))
     ids_list, how = _sentence_ids(hf_folder, sentences, net.config.vocab_size)

@@ -18,7 +18,7 @@ from mindspore import nn, ops, Tensor
 from .data import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer, set_context
-from .pipeline import resolve_config
+from .pipeline import resolve_config, config_callbacks
 from .weights import load_hf_model
 from .continued import (IGNORE_INDEX, reviews_folder, load_domain_documents, make_tiny_roberta,
                                 load_checkpoint_tokenizer, check_tokenizer, chunk_documents, fixed_eval_set,
@@ -160,7 +160,8 @@ def train_classifier(src, split, seed, out, steps=100, batch_size=32, learning_r
     train = lambda epoch: labelled_batches(ids["train"], split.train[1], batch_size, tok.pad_token_id,
                                            np.random.default_rng([seed, epoch]))
     test = labelled_batches(ids["test"], split.test[1], batch_size, tok.pad_token_id, drop_last=False)
-    trainer = Trainer(model, cfg, train, test, output_dir=out, verbose=verbose, loss_net=ClassificationLoss(model))
+    trainer = Trainer(model, cfg, train, test, output_dir=out, verbose=verbose, loss_net=ClassificationLoss(model),
+                      callbacks=config_callbacks(cfg))
     history = trainer.fit()
     return dict(seed=seed, accuracy=accuracy(model, test), test_loss=trainer.eval_history[-1]["eval_loss"],
                 first_loss=history[0]["loss"], last_loss=history[-1]["loss"], steps=trainer.step,

@@ -148,7 +148,7 @@ _MODEL_RULES = [   # (regular expression matched against the whole dotted key, h
     (MC + 'vocab_size', lambda v, src, key: ({key: v, 'processor.tokenizer.vocab_size': v}, 'the tokenizer is trained to the same size')),
     (MC + 'max_position_embedding', _drop('RoPE covers seq_length positions; no longer table is kept')),
     (MC + 'rotary_dtype', _drop('RoPE is computed in float32')),
-    (MC + 'use_flash_attention', _drop('not used on this path: attention is plain matmuls and softmax (chapter 00), no flash-attention kernel')),
+    (MC + 'use_flash_attention', _drop('not used on this path: attention is plain matmuls and softmax (chapter 00a), no flash-attention kernel')),
     (MC + r'(pad|bos|eos|ignore)_token_id', _drop(_SPECIAL_IDS)),
     (MC + 'batch_size', _drop("MindFormers' inference batch; training uses runner_config.batch_size")),
     (MC + r'(top_k|top_p|do_sample|repetition_penalty|max_decode_length)', _drop(_GEN)),
@@ -174,7 +174,7 @@ _RUN_RULES = [
     ('parallel_config.gradient_aggregation_group', _drop("MindSpore's all-reduce fusion; llmpt_nb reduces gradients itself")),
     ('parallel.enable_parallel_optimizer', _parallel_optimizer),
     ('parallel.parallel_optimizer_config.optimizer_level', _optimizer_level),
-    ('parallel.parallel_mode', _drop("llmpt_nb sets MindSpore's parallel mode itself (chapter 09)")),
+    ('parallel.parallel_mode', _drop("llmpt_nb sets MindSpore's parallel mode itself (chapter 09a)")),
     ('recompute_config.recompute', lambda v, src, key: ({key: v}, '') if isinstance(v, bool) else
         ({}, 'per-layer recompute counts are not supported: recompute is true (every layer) or false')),
     ('train_dataset.data_loader.type', _drop('llmpt_nb always reads the MindRecord files it writes itself (a MindDataset)')),

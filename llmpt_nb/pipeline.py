@@ -5,9 +5,9 @@
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'prepare_tokenizer', 'prepare_data',
            'check_output_dir', 'run_folder', 'prepare_output_dir', 'resume_config', 'check_memory',
-           'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'build_model', 'existing_data',
-           'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'sample_text', 'finish_run',
-           'pretrain']
+           'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'config_callbacks', 'build_model',
+           'existing_data', 'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'sample_text',
+           'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import functools, hashlib, json, math, os, shutil, time
@@ -23,8 +23,8 @@ from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_
 from .data import load_corpus, clean_documents, split_train_val, pack_documents, write_mindrecord, read_mindrecord
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
-from .checkpoint import latest_checkpoint, atomic_write_text
-from .amp import apply_amp_level, estimate_memory, llama_params
+from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
+from .amp import DynamicLossScale, apply_amp_level, estimate_memory, llama_params
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 
 # %% ../nbs/10_pretrain.ipynb #e5726026
@@ -266,6 +266,13 @@ def load_pretrained(net, path, tok):
     assign_parameters(net, parameter_arrays(src), where=str(p))
     return table
 
+# %% ../nbs/10_pretrain.ipynb #de31a217
+def config_callbacks(cfg):
+    "The callbacks the config asks of every run: checkpoints and exact resume, and the dynamic loss scale if chosen."
+    sc = cfg.runner_wrapper.scale_sense
+    dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
+    return [CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
+
 # %% ../nbs/10_pretrain.ipynb #7e2fc1b2
 def build_model(cfg):
     "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
@@ -340,10 +347,11 @@ def start_run(cfg, out, docs, rank=0, world=1, resumed=False, live=False, verbos
     if world > 1:
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
+    callbacks = config_callbacks(cfg) + ([LivePlot(references=refs)] if live else [])
     trainer = Trainer(net, cfg, train_data, val_ds, output_dir=out, verbose=verbose and rank == 0, rank=rank,
-                      world_size=world, cells=cells, barrier=functools.partial(barrier, world),
-                      callbacks=[LivePlot(references=refs)] if live else [], peak_flops=cfg.context.get("peak_flops"),
-                      references=refs, chars_per_token=base.bigram.chars / base.bigram.tokens if base else None)
+                      world_size=world, cells=cells, barrier=functools.partial(barrier, world), callbacks=callbacks,
+                      peak_flops=cfg.context.get("peak_flops"), references=refs,
+                      chars_per_token=base.bigram.chars / base.bigram.tokens if base else None)
     return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base)
 
 # %% ../nbs/10_pretrain.ipynb #9fe9d0e5
@@ -397,7 +405,7 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     if resumed:
         cfg, changes, at = resume_config(cfg, overrides, allow_changes)
     if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
-        raise ValueError("ZeRO stage 3 runs in chapter 09's experiments but not yet in `llmpt pretrain` (its "
+        raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
                          "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
     check_memory(cfg, world)
     docs = load_documents(cfg)

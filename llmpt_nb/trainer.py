@@ -6,7 +6,7 @@
 __all__ = ['cache_dir', 'set_context', 'warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'gradient_buffers',
            'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file',
            'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of',
-           'count_batches', 'config_callbacks', 'Trainer', 'format_eval']
+           'count_batches', 'Trainer', 'format_eval']
 
 # %% ../nbs/05_train.ipynb #497037e1
 import json, logging, math, os, platform, resource, signal, sys, threading, time
@@ -20,8 +20,7 @@ from tqdm.auto import tqdm
 from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
 from .config import register, REGISTRY
 from .figures import use_cjk_font
-from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
-from .amp import DynamicLossScale
+
 
 # %% ../nbs/05_train.ipynb #383482cd
 def cache_dir():
@@ -99,7 +98,7 @@ def _update_one(beta1, beta2, eps, lr, bc1, bc2, one, coef, decay, param, m, v, 
 @register("optimizer")
 class AdamW(nn.Cell):
     """Bias-corrected AdamW with decoupled weight decay and float32 moments; `coef` multiplies the gradients first.
-    `zero`: chapter 09's ZeRO strategy; this rank then keeps the moments of its slices and updates those only."""
+    `zero`: chapter 09a's ZeRO strategy; this rank then keeps the moments of its slices and updates those only."""
     def __init__(self, params, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.0, zero=None):
         super().__init__(auto_prefix=False)
         self.params, self.zero, self.stage = ParameterTuple(params), zero, 0 if zero is None else zero.stage
@@ -150,7 +149,7 @@ class _ScaledLoss(nn.Cell):
 
 
 def gradient_buffers(params, sizes=None):
-    "float32 buffers that sum a step's micro-batch gradients (`sizes`: chapter 09's ZeRO-2 keeps flat slices)."
+    "float32 buffers that sum a step's micro-batch gradients (`sizes`: chapter 09a's ZeRO-2 keeps flat slices)."
     return ParameterTuple(Parameter(np.zeros(s, np.float32), name="accum." + p.name, requires_grad=False)
                           for p, s in zip(params, sizes or [p.shape for p in params]))
 
@@ -175,7 +174,7 @@ class AccumulateStep(nn.Cell):
 # %% ../nbs/05_train.ipynb #5224d0b8
 class ApplyStep(nn.Cell):
     """Turn the summed gradients in `accum` into one update: global norm, finiteness, clipping, optimizer, zeroed
-    buffers. Several ranks (chapter 09): `grad_reducer` sums whole gradients over ranks, or `norm_reducer` sums the
+    buffers. Several ranks (chapter 09a): `grad_reducer` sums whole gradients over ranks, or `norm_reducer` sums the
     squared norms of the slices each rank holds (ZeRO-2/3); either way the buffers then hold sums over ranks."""
     def __init__(self, optimizer, accum, accum_steps, max_grad_norm=1.0, use_clip=True, world_size=1,
                  grad_reducer=None, norm_reducer=None):
@@ -249,7 +248,8 @@ def find_peak_flops(configured=None, busy_percent=25.0):
         return flops, f"a matmul peak measured just now while the CPUs were {load:.0f}% busy: too low, MFU reads high (not cached)"
     known[_machine_key()] = {"flops": flops, "date": time.strftime("%Y-%m-%d")}
     try:
-        atomic_write_text(cache, json.dumps(known, indent=1))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known, indent=1))  # a torn write reads as no cache: measured again
         where = f"cached in {shown}"
     except OSError:
         where = "the cache folder is not writable"
@@ -352,14 +352,6 @@ def batches_of(source):
 def count_batches(source):
     return source.get_dataset_size() if hasattr(source, "get_dataset_size") else len(source)
 
-
-def config_callbacks(cfg):
-    """What the config asks of every run: checkpoints and exact resume (chapter 06's `CheckpointMonitor`) and, when the
-    loss scale is dynamic, its updates (chapter 08's `DynamicLossScale`)."""
-    sc = cfg.runner_wrapper.scale_sense
-    dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
-    return [CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
-
 # %% ../nbs/05_train.ipynb #07b96013
 class Trainer:
     """The one GRAPH_MODE training loop: gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
@@ -367,15 +359,15 @@ class Trainer:
     chapter 11 gives it an MLM loss). `train_data` is a batched dataset or a list of (input_ids, labels) NumPy pairs, or
     a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
     `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char.
-    Callbacks hook into `fit` (`before_fit`, `after_step`, `on_stop`): the config's (`config_callbacks`) and `callbacks`
-    (the live plot), run by their `order`: the loss scale (-1), yours (0), then the checkpoint (1)."""
+    `callbacks` hook into `fit` (`before_fit`, `after_step`, `on_stop`), run by their `order`: the loss scale (-1), the
+    live plot (0), then the checkpoint (1); chapter 10's `config_callbacks(cfg)` are the ones every run needs."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
                  verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
                  loss_net=None):
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
         self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
-        # barrier(value): waits for every rank and returns the sum of their values (chapter 09); one process: value
+        # barrier(value): waits for every rank and returns the sum of their values (chapter 09a); one process: value
         self.barrier = barrier or (lambda value=1.0: value)
         self.output_dir = Path(output_dir or cfg.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -387,7 +379,7 @@ class Trainer:
         self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
         self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
         self.references, self.chars_per_token = dict(references or {}), chars_per_token
-        self.callbacks = sorted(config_callbacks(cfg) + list(callbacks), key=lambda c: getattr(c, "order", 0))
+        self.callbacks = sorted(callbacks, key=lambda c: getattr(c, "order", 0))
         self.history, self.eval_history = [], []
         self.fit_started = time.perf_counter()
         self.state = dict(step=0, micro_step=0, tokens_seen=0, good_steps=0, overflows_in_row=0,
@@ -396,7 +388,7 @@ class Trainer:
 # %% ../nbs/05_train.ipynb #e6e73d94
 @patch
 def _build_cells(self: Trainer, cells=None):
-    "The two compiled cells (accumulate, apply) with their optimizer and buffers; `cells` from chapter 09 for ranks."
+    "The two compiled cells (accumulate, apply) with their optimizer and buffers; `cells` from chapter 09a for ranks."
     if cells is not None:  # data parallel / ZeRO
         self.params, self.optimizer, self.accum = cells.params, cells.optimizer, cells.accum
         self.accumulate, self.apply = cells.accumulate, cells.apply
@@ -496,11 +488,12 @@ def count_overflow(self: Trainer, finite):
     st["good_steps"] = 0; st["overflows_in_row"] += 1
     limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
     if st["overflows_in_row"] >= limit:
-        last = latest_checkpoint(self.output_dir / "checkpoint")
+        saver = next((c for c in self.callbacks if hasattr(c, "last_checkpoint")), None)  # chapter 06's
+        last = saver.last_checkpoint(self) if saver else None
         raise FloatingPointError(
             f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
             f"scale {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
-            f"{last[0] if last else 'none'}. Lower the learning rate, check the data, or raise "
+            f"{last or 'none'}. Lower the learning rate, check the data, or raise "
             "runner_wrapper.max_consecutive_overflows.")
 
 @patch

@@ -23,6 +23,8 @@ from safetensors import safe_open, SafetensorError
 from safetensors.numpy import save_file
 from .models.llama import LlamaConfig, LlamaForCausalLM, DTYPES
 from .models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM
+from .testing import import_transformers  # transformers and torch: the reference side (chapter 06a)
+
 
 # %% ../nbs/07_weights.ipynb #2f118190
 DTYPES_NAME = {v: k for k, v in DTYPES.items()}    # MindSpore dtype -> 'float32' ...
@@ -398,18 +400,9 @@ def load_hf_model(folder, dtype="float32", seq_length=None, verbose=False):
     return net, table
 
 # %% ../nbs/07_weights.ipynb #29274f8f
-def _transformers():
-    "(torch, transformers), imported on first use: the reference side of every check, a test dependency."
-    try:
-        import torch, transformers
-    except ImportError:
-        raise ImportError("this needs the `transformers` and `torch` packages (the test extra: "
-                          "pip install 'llmpt_nb[test]')") from None
-    return torch, transformers
-
 def hf_model(folder, arch=None):
     "Load a local Hugging Face folder with transformers (never downloading), in float32 eval mode."
-    torch, transformers = _transformers()
+    torch, transformers = import_transformers()
     arch = arch or hf_architecture(json.loads((Path(folder) / "config.json").read_text()))
     return getattr(transformers, arch).from_pretrained(str(folder), local_files_only=True).float().eval()
 
@@ -422,7 +415,7 @@ def our_logits(net, ids, attention_mask=None, token_type_ids=None):
 
 def hf_logits(model, ids, attention_mask=None, token_type_ids=None):
     "float32 logits of a transformers model for a (batch, seq) int array."
-    torch, _ = _transformers()
+    torch, _ = import_transformers()
     kw = {"attention_mask": torch.tensor(np.asarray(attention_mask), dtype=torch.long)} if attention_mask is not None else {}
     if token_type_ids is not None: kw["token_type_ids"] = torch.tensor(np.asarray(token_type_ids), dtype=torch.long)
     with torch.no_grad():

@@ -1,10 +1,10 @@
 """The workbook as a reader meets it, in a real browser (headless Chromium driven by Selenium):
 
-1. chapter 00 opened in JupyterLab starts its Python 3 kernel without asking, and Run > Run All Cells finishes with
+1. chapter 00a opened in JupyterLab starts its Python 3 kernel without asking, and Run > Run All Cells finishes with
    no error or warning in any output and its figures (RoPE, the causal tiles, the attention heatmap) drawn as images
    by the cells that store them;
 2. `pretrain(..., live=True)` redraws its loss plot while it trains and leaves exactly one figure behind;
-3. the docs site (mkdocs build) lists the chapters on its index page, and chapter 00's page shows the heatmap;
+3. the docs site (mkdocs build) lists the chapters on its index page, and chapter 00a's page shows the heatmap;
    both pages load their stylesheets, with no broken image and no console error of the site.
 A notebook that warns, writes to stderr and raises on purpose shows that the output checks can fail.
 
@@ -27,7 +27,7 @@ if not (CHROMIUM and CHROMEDRIVER):
     pytestmark = [pytestmark, pytest.mark.skip(reason="needs Chromium and ChromeDriver on PATH "
                                                       "(Debian/Ubuntu: apt-get install chromium chromium-driver)")]
 
-CHAPTER = "00_attention.ipynb"
+CHAPTER = "00a_attention.ipynb"
 LIVE = "live_training.ipynb"
 BAD = "errors_on_purpose.ipynb"   # the output checks must see errors and warnings: a notebook that makes them
 STEPS = 12                        # LivePlot redraws every 5 steps and at the last: steps 5, 10 and 12
@@ -376,7 +376,7 @@ def test_docs_site_in_browser(browser, site_url, evidence):
         assert page["links"] is not None, "the index page has no article"
         missing = [c for c in chapters if f"{c}.html" not in page["links"]]
         assert not missing, f"chapters not linked from the index page: {missing}"
-        # to chapter 00 by its link on the index page, as a reader would
+        # to chapter 00a by its link on the index page, as a reader would
         link = browser.find_element(By.CSS_SELECTOR, f"article.md-content__inner a[href='{stem}.html']")
         page = load_page(browser, f"{site_url}/{stem}.html", site_url, click=link)
         shown = [im for im in page["images"] if im["inArticle"] and im["src"].startswith("data:image/png;base64,")]

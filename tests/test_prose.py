@@ -14,7 +14,7 @@ SOURCE = re.compile(r"README|benchmarks/|[Cc]hapters? \d\d|\]\(\d\d\w*_\w+\.ipyn
 # chapters whose quoted figures come from `#| slow` cells that keep no outputs yet (refresh them with
 # `python tools/refresh_outputs.py --slow nbs/NAME.ipynb` and remove the entry); the list may only shrink
 SLOW_TABLES_NOT_KEPT = {"08_precision": "the AMP / recompute table (an earlier smoke model)",
-                        "09_parallel": "the DP / ZeRO-1/2/3 per-rank table"}
+                        "09a_parallel": "the DP / ZeRO-1/2/3 per-rank table"}
 CHAPTERS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 
 

@@ -13,10 +13,10 @@ IMPORT = re.compile(r"^\s*(?:from|import)\s+(?:llmpt_nb\.|\.{1,2})([\w.]+)", re.
 # uses of a later chapter not yet moved to where they are taught (chapter -> chapter it imports from). The list only
 # shrinks: a new entry fails the test below, and so does an entry that no longer occurs (remove it).
 NOT_YET_IN_ORDER = {
-    ("00_attention", "00a_figures"), ("01_tokenizer", "02_data"), ("02b_baseline", "04_config"),
-    ("05_train", "06_checkpoint"), ("05_train", "08_precision"), ("07_weights", "07b_testing"),
-    ("07a_convert", "07b_testing"), ("07a_convert", "10a_cli"), ("08_precision", "10_pretrain"),
-    ("09_parallel", "09a_launch"), ("12_troubleshooting", "12a_doctor")}
+    ("00a_attention", "00_figures"), ("01a_tokenizer", "02_data"), ("02b_baseline", "04_config"),
+    ("05_train", "06_checkpoint"), ("05_train", "08_precision"), ("07_weights", "06a_testing"),
+    ("07a_convert", "06a_testing"), ("07a_convert", "10a_cli"), ("08_precision", "10_pretrain"),
+    ("09a_parallel", "09_launch"), ("12a_troubleshooting", "12_doctor")}
 
 
 def cells(stem): return json.loads((NBS / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]

@@ -84,7 +84,7 @@ class Linear(nn.Cell):
         self.matmul = ops.MatMul(transpose_b=True)
         self.compute_dtype, self.out_features = compute_dtype, out_features
 
-    def full_weight(self): return self.weight  # chapter 09's ZeRO-3 gathers it from every rank's slice
+    def full_weight(self): return self.weight  # chapter 09a's ZeRO-3 gathers it from every rank's slice
 
     def construct(self, x):
         shape = x.shape

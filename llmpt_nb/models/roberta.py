@@ -145,7 +145,7 @@ class BertSelfAttention(nn.Cell):
         q = self.query(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
         k = self.key(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
         v = self.value(x).reshape(b, t, self.n_heads, self.head_dim).swapaxes(1, 2)
-        out = scaled_dot_product_attention(q, k, v, mask, self.softmax_dtype, self.dropout)  # chapter 00's
+        out = scaled_dot_product_attention(q, k, v, mask, self.softmax_dtype, self.dropout)  # chapter 00a's
         return out.swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim)
 
 # %% ../../nbs/03b_encoder.ipynb #67125a84
