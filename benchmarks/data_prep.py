@@ -126,7 +126,7 @@ def main():
     import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     import mindspore
     from llmpt_nb.config import load_config
-    from llmpt_nb.data import load_corpus, clean_documents, split_train_val
+    from llmpt_nb.corpus import load_corpus, clean_documents, split_train_val
     from llmpt_nb.tokenizer import train_tokenizer
     cfg = load_config(a.config)
     td, tc, seq = cfg.train_dataset, cfg.processor.tokenizer, cfg.model.model_config.seq_length

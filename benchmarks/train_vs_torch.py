@@ -25,7 +25,8 @@ def batches(vocab, batch, seq, steps, accum, seed=0):
     "Real text when the default corpus is installed, else random ids: the same arrays feed both frameworks."
     rng = np.random.default_rng(seed)
     try:
-        from llmpt_nb.data import load_corpus, clean_documents, pack_documents
+        from llmpt_nb.corpus import load_corpus, clean_documents
+        from llmpt_nb.data import pack_documents
         from llmpt_nb.tokenizer import train_tokenizer
         docs = clean_documents(load_corpus("default", max_documents=6000))
         tok = train_tokenizer(docs, tempfile.mkdtemp() + "/tok", vocab_size=vocab, character_coverage=0.98)

@@ -10,6 +10,7 @@ __all__ = ['AMP_LEVELS', 'GB', 'low_precision_dtype', 'apply_amp_level', 'Dynami
 import json, math, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
+from .config import load_config
 
 # %% ../nbs/08_precision.ipynb #46ef5595
 AMP_LEVELS = {"O0": ("float32", "float32"), "O1": ("low", "float32"), "O2": ("low", "low")}
@@ -88,7 +89,8 @@ def memory_table(mc, world=8, micro_batch=1, recompute=False):
 
 # %% ../nbs/08_precision.ipynb #50396d16
 def measure_setting(overrides, steps=6, workdir=None):
-    "Run `llmpt pretrain --smoke` with `overrides` in a fresh process; returns peak RSS (MiB) and median tokens/s."
+    """Run `llmpt pretrain --smoke` with `overrides` in a fresh process; returns peak RSS (MiB), median tokens/s, the
+    last loss and the run's model config (from the config.yaml it wrote)."""
     out = Path(workdir or tempfile.mkdtemp()) / "run"
     cmd = [str(Path(sys.executable).parent / "llmpt"), "pretrain", "--smoke", f"--output_dir={out}",
            f"--runner_config.max_steps={steps}", "--callbacks.eval_interval=1000", *overrides]
@@ -98,4 +100,4 @@ def measure_setting(overrides, steps=6, workdir=None):
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [x for x in rows if "loss" in x]
     return dict(peak_rss_mb=max(x["peak_rss_mb"] for x in steps), tokens_per_s=float(np.median([x["tokens_per_s"] for x in steps[1:]])),
-                last_loss=steps[-1]["loss"])
+                last_loss=steps[-1]["loss"], model_config=load_config(out / "config.yaml").model.model_config)

@@ -19,7 +19,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor
 from .amp import apply_amp_level
-from .data import load_corpus, clean_documents, split_sentences, split_train_val, write_mindrecord, read_mindrecord
+from .corpus import load_corpus, clean_documents, split_sentences, split_train_val
+from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import set_context, Trainer
 from .checkpoint import atomic_write_text

@@ -317,7 +317,7 @@ def check_torch():
 
 
 def check_corpus(cfg):
-    from llmpt_nb.data import default_corpus_file
+    from llmpt_nb.corpus import default_corpus_file
     from llmpt_nb.continued import reviews_folder
     try:
         files = [default_corpus_file(), reviews_folder() / "neg.txt", reviews_folder() / "pos.txt"]

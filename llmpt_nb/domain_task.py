@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor
-from .data import load_corpus, clean_documents, split_train_val
+from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer, set_context
 from .pipeline import resolve_config, config_callbacks

@@ -20,7 +20,8 @@ import psutil
 from .config import load_config, config_changes, register, REGISTRY
 from .baseline import tokenizer_baselines, format_baselines
 from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_vocab_size
-from .data import load_corpus, clean_documents, split_train_val, pack_documents, write_mindrecord, read_mindrecord
+from .corpus import load_corpus, clean_documents, split_train_val
+from .data import pack_documents, write_mindrecord, read_mindrecord
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
@@ -266,7 +267,7 @@ def load_pretrained(net, path, tok):
     assign_parameters(net, parameter_arrays(src), where=str(p))
     return table
 
-# %% ../nbs/10_pretrain.ipynb #de31a217
+# %% ../nbs/10_pretrain.ipynb #ad95b384
 def config_callbacks(cfg):
     "The callbacks the config asks of every run: checkpoints and exact resume, and the dynamic loss scale if chosen."
     sc = cfg.runner_wrapper.scale_sense

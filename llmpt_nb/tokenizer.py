@@ -77,7 +77,7 @@ TRAINER_DEFAULTS = dict(
     remove_extra_whitespaces=False, required_chars='\u2581', unk_id=0, bos_id=1, eos_id=2, pad_id=3,
     max_sentence_length=1 << 16, minloglevel=2)
 
-def train_tokenizer(lines, model_prefix, vocab_size=8000, character_coverage=0.9995, num_threads=2, **options):
+def train_tokenizer(lines, model_prefix, vocab_size=4500, character_coverage=0.9995, num_threads=2, **options):
     "Train a SentencePiece BPE model on an iterable of strings; writes `<model_prefix>.model` and `.vocab`."
     opts = {**TRAINER_DEFAULTS, **options}
     stats = dict(lines=0, too_long=0)
@@ -100,7 +100,7 @@ def train_tokenizer(lines, model_prefix, vocab_size=8000, character_coverage=0.9
                          "as the message says.") from None
     if stats['too_long']:
         warnings.warn(f"{stats['too_long']} lines longer than {opts['max_sentence_length']} bytes were skipped by "
-                      "SentencePiece: split long documents first (llmpt_nb.data.chunk_document)")
+                      "SentencePiece: split long documents first (llmpt_nb.corpus.chunk_document)")
     return Tokenizer(f'{model_prefix}.model')
 
 # %% ../nbs/01a_tokenizer.ipynb #bcce42f9

@@ -25,7 +25,7 @@ def test_readme_script_runs(tmp_path, env):
     section = readme.split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
     my_yaml, script = (re.search(rf"```{lang}\n(.*?)```", section, re.S).group(1) for lang in ("yaml", "python"))
     assert "SMOKE = False" in script
-    from llmpt_nb.data import load_corpus
+    from llmpt_nb.corpus import load_corpus
     (tmp_path / "data" / "my_corpus").mkdir(parents=True)           # "your own text": one document per line
     docs = [d.replace("\n", " ") for d in load_corpus("default", max_documents=600)]
     (tmp_path / "data" / "my_corpus" / "news.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")

@@ -62,7 +62,7 @@ def tiny(tmp_path_factory):
 
 def test_chunks_are_whole_sentences(tiny):
     from llmpt_nb.continued import load_checkpoint_tokenizer, chunk_documents
-    from llmpt_nb.data import split_sentences
+    from llmpt_nb.corpus import split_sentences
     folder, docs = tiny
     tok = load_checkpoint_tokenizer(folder)
     chunks = chunk_documents(tok, docs[:200], 32)

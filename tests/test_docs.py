@@ -82,9 +82,9 @@ def test_navigation_order(site):
     assert positions == sorted(positions), dict(zip(order, positions))
 
 
-@pytest.mark.parametrize("stem", ["00a_attention", "02_data", "10_pretrain"])
+@pytest.mark.parametrize("stem", ["00a_attention", "02b_baseline", "10_pretrain"])
 def test_stored_figures_are_images(site, stem):
-    "Every figure a chapter stores (chapter 00a's heatmap, RoPE and tiles, 02's packing grid, 10's full run) is an <img>."
+    "Every figure a chapter stores (chapter 00a's heatmap, RoPE and tiles, 02b's baselines, 10's full run) is an <img>."
     pngs = stored_pngs(ROOT / "nbs" / f"{stem}.ipynb")
     assert len(pngs) >= 2, f"{stem} stores {len(pngs)} PNG outputs"
     text = article(site, stem)
@@ -139,7 +139,7 @@ def test_nav_picks_up_new_chapters(tmp_path):
         (tmp_path / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": [f"# {title}\n"]}]}))
     assert hooks.build_nav(tmp_path) == [
         {"Home": "index.ipynb"},
-        {"Chapters": [{"01 Tokenizer": "01a_tokenizer.ipynb"}, {"12 Troubleshooting": "12a_troubleshooting.ipynb"}]},
+        {"Chapters": [{"01a Tokenizer": "01a_tokenizer.ipynb"}, {"12a Troubleshooting": "12a_troubleshooting.ipynb"}]},
         {"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
 
 
@@ -152,7 +152,7 @@ def solution_cells(nb_path):
 def test_exercise_solutions_are_folded(site):
     "A chapter's exercise solutions (`#| solution` cells) are on the page only inside closed <details> blocks."
     with_exercises = [p for p in CHAPTERS if solution_cells(p)]
-    assert {p.stem for p in with_exercises} >= {"00a_attention", "01a_tokenizer", "02_data", "03_model"}, with_exercises
+    assert {p.stem for p in with_exercises} >= {"00a_attention", "01a_tokenizer", "02_data", "03_model", "03b_encoder", "06a_testing"}, with_exercises
     for p in with_exercises:
         text = article(site, p.stem)
         blocks = re.findall(r'<details class="solution">(.*?)</details>', text, re.S)

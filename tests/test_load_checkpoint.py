@@ -33,7 +33,7 @@ def test_new_run_starts_from_a_checkpoint(tmp_path, env):
 
 @pytest.fixture(scope="module")
 def docs():
-    from llmpt_nb.data import load_corpus, clean_documents
+    from llmpt_nb.corpus import load_corpus, clean_documents
     return clean_documents(load_corpus("default", max_documents=300), min_chars=8)
 
 

@@ -49,13 +49,13 @@ class ModelConfig:
 @dataclass
 class LlamaConfig(ModelConfig):
     "Hyperparameters of a LLaMA decoder (MindFormers field names)."
-    vocab_size: int = 8000
-    seq_length: int = 256
-    hidden_size: int = 256
+    vocab_size: int = 4500                 # the sizes of the running example (the packaged config)
+    seq_length: int = 128
+    hidden_size: int = 128
     num_layers: int = 4
     num_heads: int = 4
-    n_kv_heads: int = None
-    intermediate_size: int = 704
+    n_kv_heads: int = None                 # None: num_heads (no GQA); the running example has 2
+    intermediate_size: int = 352
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     tie_word_embeddings: bool = False
