@@ -5,17 +5,21 @@
 # %% ../nbs/01_corpus.ipynb #92dad15a
 from __future__ import annotations
 
+import gzip
 import html
 import importlib.util
+import io
+import itertools
 import json
 import re
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 # %% auto #0
-__all__ = ['default_corpus_file', 'read_people_daily', 'load_corpus', 'clean_documents', 'split_sentences', 'chunk_document',
-           'split_train_val']
+__all__ = ['COMPRESSED', 'FORMATS', 'default_corpus_file', 'read_people_daily', 'corpus_format', 'iter_documents', 'load_corpus',
+           'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -32,15 +36,43 @@ def default_corpus_file():
     return path
 
 # %% ../nbs/01_corpus.ipynb #d7e52d6b
-def _read_text(path):
-    "A file's text as UTF-8 (a leading BOM is dropped); a clear error for any other encoding."
-    data = Path(path).read_bytes()
-    try: return data.decode('utf-8-sig')
-    except UnicodeDecodeError as e:
-        name = Path(path).name
-        raise ValueError(f"{path} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} cannot be decoded. "
-                         f"Re-encode the file, e.g. `iconv -f GBK -t UTF-8 {name} > {name}.utf8` (GBK or GB18030 for "
-                         "most Chinese files), then load it again") from None
+COMPRESSED = ('.gz', '.zst')   # read as they are, decompressed while reading
+
+def _open_binary(path):
+    "A binary stream of `path`, decompressed on the fly when it ends in .gz or .zst."
+    suffix = path.suffix.lower()
+    if suffix == '.gz': return gzip.open(path, 'rb')
+    if suffix == '.zst':
+        try: import zstandard
+        except ImportError:
+            raise ImportError(f"{path} is zstd-compressed: install the zstandard package (pip install zstandard)") from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, 'rb'), closefd=True))
+    return open(path, 'rb')
+
+def _archive_errors():
+    "What a truncated or corrupt .gz / .zst raises while it is read."
+    errors = (EOFError, gzip.BadGzipFile, zlib.error)
+    try: import zstandard; return errors + (zstandard.ZstdError,)
+    except ImportError: return errors
+
+def _lines(path):
+    """The lines of a text file (plain, .gz or .zst) one at a time, decoded as UTF-8 (a leading BOM dropped), without
+    their line break; a clear error for another encoding or a damaged archive."""
+    path, offset = Path(path), 0
+    try:
+        with _open_binary(path) as f:
+            for raw in f:
+                try: line = raw.decode('utf-8-sig' if offset == 0 else 'utf-8')
+                except UnicodeDecodeError as e:
+                    raise ValueError(
+                        f"{path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {offset + e.start} cannot be "
+                        f"decoded. Re-encode the file, e.g. `iconv -f GBK -t UTF-8 {path.name} > {path.name}.utf8` (GBK "
+                        "or GB18030 for most Chinese files), then load it again") from None
+                offset += len(raw)
+                yield line.rstrip('\r\n')
+    except _archive_errors() as e:
+        raise ValueError(f"{path} cannot be read to the end ({e}): the archive is truncated or damaged; copy or "
+                         "compress it again") from None
 
 _PD_ID = re.compile(r'\d{8}-\d{2}-\d{3}-\d{3}/m')
 
@@ -49,67 +81,83 @@ def _pd_word(token):
     if not sep: word = token
     return word[1:] if word.startswith('[') and len(word) > 1 else word
 
+def _people_daily(path):
+    for line in _lines(path):
+        for part in line.splitlines():
+            tokens = part.split()
+            if tokens and _PD_ID.fullmatch(tokens[0]): tokens = tokens[1:]
+            text = ''.join(map(_pd_word, tokens))
+            if text: yield text
+
 def read_people_daily(path):
     "Paragraphs of a People's Daily file with the `word/pos` tags, `[...]nt` brackets and line ids removed."
-    out = []
-    for line in _read_text(path).splitlines():
-        tokens = line.split()
-        if tokens and _PD_ID.fullmatch(tokens[0]): tokens = tokens[1:]
-        text = ''.join(map(_pd_word, tokens))
-        if text: out.append(text)
-    return out
+    return list(_people_daily(path))
 
 # %% ../nbs/01_corpus.ipynb #c3a02736
-_CORPUS_SUFFIXES = ('.txt', '.jsonl')
+FORMATS = ('.txt', '.jsonl')
 
-def _read_txt(path):
-    return [s for s in (line.strip() for line in _read_text(path).splitlines()) if s]
+def corpus_format(path):
+    "'.txt' or '.jsonl' for a corpus file (also when compressed: .txt.gz, .jsonl.zst, ...), else None."
+    name = Path(path).name.lower()
+    for c in COMPRESSED: name = name.removesuffix(c)
+    return next((f for f in FORMATS if name.endswith(f)), None)
 
-def _read_jsonl(path):
-    docs = []
-    for i, line in enumerate(_read_text(path).splitlines(), 1):
+def _txt_documents(path):
+    for line in _lines(path):
+        for part in line.splitlines():              # any Unicode line break ends a document too
+            if part.strip(): yield part.strip()
+
+def _jsonl_documents(path, text_field='text'):
+    for i, line in enumerate(_lines(path), 1):
         if not line.strip(): continue
         try: obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{i}: not valid JSON ({e.msg}); every line of a .jsonl file must be one JSON "
-                             "object with a 'text' field") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get('text'), str):
+                             f"object with a {text_field!r} field") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
             keys = list(obj) if isinstance(obj, dict) else type(obj).__name__
-            raise ValueError(f"{path}:{i}: no string field 'text' (got {keys}); every line of a .jsonl file must be "
-                             'like {"text": "..."}')
-        if obj['text'].strip(): docs.append(obj['text'].strip())
-    return docs
+            raise ValueError(f"{path}:{i}: no string field {text_field!r} (got {keys}); every line of a .jsonl file "
+                             f'must be like {{"{text_field}": "..."}}, or set train_dataset.text_field to its field')
+        if obj[text_field].strip(): yield obj[text_field].strip()
 
 def _corpus_files(root):
     if root.is_file():
-        if root.suffix.lower() not in _CORPUS_SUFFIXES:
-            raise ValueError(f"corpus file {root} is not .txt or .jsonl: rename it, or put it in a folder as .txt")
+        if corpus_format(root) is None:
+            raise ValueError(f"corpus file {root} is not .txt or .jsonl (or one of them as .gz / .zst): rename it, "
+                             "or put it in a folder as .txt")
         return [root]
-    files = [p for p in root.rglob('*') if p.is_file() and p.suffix.lower() in _CORPUS_SUFFIXES
+    files = [p for p in root.rglob('*') if p.is_file() and corpus_format(p)
              and not any(part.startswith('.') for part in p.relative_to(root).parts)]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 # %% ../nbs/01_corpus.ipynb #7dfa670d
-def load_corpus(source='default', max_documents=None):
-    "Documents of People's Daily ('default'/None), or of a .txt/.jsonl file, or of every such file under a folder."
-    if max_documents is not None and (not isinstance(max_documents, int) or max_documents < 1):
-        raise ValueError(f"max_documents must be a positive int or None, got {max_documents!r}")
-    if source is None or str(source) == 'default': return read_people_daily(default_corpus_file())[:max_documents]
+def iter_documents(source='default', text_field='text'):
+    """The documents of People's Daily ('default'/None), of a corpus file, or of every corpus file under a folder, one
+    at a time: files are read line by line, so memory does not grow with the corpus."""
+    if source is None or str(source) == 'default':
+        yield from _people_daily(default_corpus_file())
+        return
     root = Path(source)
     if not root.exists():
         raise FileNotFoundError(f"corpus {str(root)!r} does not exist: pass 'default' (People's Daily) or a folder "
                                 "or file of .txt / .jsonl documents")
     files = _corpus_files(root)
     if not files:
-        raise FileNotFoundError(f"no .txt or .jsonl files under {root}: put documents there (one per line in .txt, "
-                                'or {"text": ...} lines in .jsonl), or pass another folder')
-    docs = []
+        raise FileNotFoundError(f"no .txt or .jsonl files (or .gz / .zst of them) under {root}: put documents there "
+                                '(one per line in .txt, or {"text": ...} lines in .jsonl), or pass another folder')
+    n = 0
     for f in files:
-        docs.extend(_read_jsonl(f) if f.suffix.lower() == '.jsonl' else _read_txt(f))
-        if max_documents and len(docs) >= max_documents: break
-    if not docs:
-        raise ValueError(f"the {len(files)} .txt/.jsonl file(s) under {root} contain no text: every line is empty")
-    return docs[:max_documents]
+        for doc in _jsonl_documents(f, text_field) if corpus_format(f) == '.jsonl' else _txt_documents(f):
+            n += 1
+            yield doc
+    if not n:
+        raise ValueError(f"the {len(files)} corpus file(s) under {root} contain no text: every line is empty")
+
+def load_corpus(source='default', max_documents=None, text_field='text'):
+    "The first `max_documents` (None: all) documents of `iter_documents(source, text_field)`, as a list."
+    if max_documents is not None and (not isinstance(max_documents, int) or max_documents < 1):
+        raise ValueError(f"max_documents must be a positive int or None, got {max_documents!r}")
+    return list(itertools.islice(iter_documents(source, text_field), max_documents))
 
 # %% ../nbs/01_corpus.ipynb #85811290
 _SCRIPT = re.compile(r'<(script|style)\b[^>]*>.*?</\1\s*>', re.I | re.S)

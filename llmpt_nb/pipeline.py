@@ -59,7 +59,8 @@ def resolve_config(config=None, overrides=(), smoke=False, smoke_overrides=None)
 def load_documents(cfg):
     "Corpus -> cleaned documents -> (train, held-out) split."
     td = cfg.train_dataset
-    docs = clean_documents(load_corpus(td.corpus, max_documents=td.max_documents), min_chars=td.min_chars)
+    docs = clean_documents(load_corpus(td.corpus, max_documents=td.max_documents, text_field=td.text_field),
+                           min_chars=td.min_chars)
     if len(docs) < 2:
         raise ValueError(f"the corpus {td.corpus!r} has {len(docs)} usable documents after cleaning "
                          f"(min_chars={td.min_chars}): add text or lower train_dataset.min_chars")

@@ -156,7 +156,7 @@ def gradient_buffers(params, sizes=None):
 
 class AccumulateStep(nn.Cell):
     """Forward + backward of one micro-batch; gradients are added into `accum` (float32 buffers). `zero`: chapter
-    09's ZeRO-2 strategy, which sums each gradient over the ranks and keeps this rank's slice."""
+    09a's ZeRO-2 strategy, which sums each gradient over the ranks and keeps this rank's slice."""
     def __init__(self, loss_net, params, accum, zero=None):
         super().__init__(auto_prefix=False)
         self.grad_fn = ops.value_and_grad(_ScaledLoss(loss_net), None, weights=params)

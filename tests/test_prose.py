@@ -11,10 +11,6 @@ from conftest import ROOT
 DECIMAL = re.compile(r"(?<![\w.$\\{^_-])\d[\d,]*\.\d+(?![\w.]*\d)")
 VERSION = re.compile(r"(?:MindSpore|transformers|Python|PyTorch|YAML|torch|NumPy|nbdev|License|version)[ =<>]*\d+(?:\.\d+)+")
 SOURCE = re.compile(r"README|benchmarks/|[Cc]hapters? \d\d|\]\(\d\d\w*_\w+\.ipynb|\.json\b")
-# chapters whose quoted figures come from `#| slow` cells that keep no outputs yet (refresh them with
-# `python tools/refresh_outputs.py --slow nbs/NAME.ipynb` and remove the entry); the list may only shrink
-SLOW_TABLES_NOT_KEPT = {"08_precision": "the AMP / recompute table (an earlier smoke model)",
-                        "09a_parallel": "the DP / ZeRO-1/2/3 per-rank table"}
 CHAPTERS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 
 
@@ -25,7 +21,7 @@ def printed(nb):
         if c["cell_type"] == "code": parts.append("".join(c["source"]))
         for o in c.get("outputs", []):
             parts.append("".join(o.get("text", "")))
-            parts += ["".join(o.get("data", {}).get(k, "")) for k in ("text/plain", "text/html")]
+            parts += ["".join(o.get("data", {}).get(k, "")) for k in ("text/plain", "text/html", "text/markdown")]
     return "\n".join(parts).replace(",", "")
 
 
@@ -43,9 +39,6 @@ def unshown_figures(nb):
 @pytest.mark.parametrize("nb", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_prose_figures_are_printed_or_sourced(nb):
     found = unshown_figures(json.loads(nb.read_text(encoding="utf-8")))
-    if nb.stem in SLOW_TABLES_NOT_KEPT:
-        assert found, f"{nb.stem}: every figure is shown now: remove it from SLOW_TABLES_NOT_KEPT"
-        return
     assert not found, (f"{nb.name}: figures in the prose that no cell of the chapter prints and no source is named "
                        f"for (print them, or name the README / benchmarks file / chapter that measured them): {found}")
 
