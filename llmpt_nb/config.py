@@ -224,6 +224,7 @@ CHOICES = {
     'parallel.parallel_optimizer_config.zero_stage': (0, 1, 2, 3),
     'runner_wrapper.scale_sense.type': ('DynamicLossScaleUpdateCell', 'FixedLossScaleUpdateCell'),
     'processor.tokenizer.type': ('SentencePieceBPE',),     # the only tokenizer llmpt_nb trains (chapter 01a)
+    'train_dataset.sensitive_info': ('mask', 'drop', 'keep'),  # chapter 01's clean_documents
 }
 _HINTS = {'context.mode': "MindFormers' mode: 0 is GRAPH_MODE and mode: 1 is PYNATIVE_MODE; write the name"}
 

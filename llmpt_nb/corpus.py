@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import html
 import importlib.util
 import io
@@ -13,13 +14,15 @@ import itertools
 import json
 import re
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 # %% auto #0
-__all__ = ['COMPRESSED', 'FORMATS', 'default_corpus_file', 'read_people_daily', 'corpus_format', 'iter_documents', 'load_corpus',
-           'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val']
+__all__ = ['COMPRESSED', 'FORMATS', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
+           'corpus_format', 'iter_documents', 'load_corpus', 'mask_sensitive', 'iter_clean', 'clean_documents',
+           'split_sentences', 'chunk_document', 'split_train_val']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -159,6 +162,30 @@ def load_corpus(source='default', max_documents=None, text_field='text'):
         raise ValueError(f"max_documents must be a positive int or None, got {max_documents!r}")
     return list(itertools.islice(iter_documents(source, text_field), max_documents))
 
+# %% ../nbs/01_corpus.ipynb #1cfa72ed
+SENSITIVE_CHOICES = ('mask', 'drop', 'keep')
+SENSITIVE_RULES = {   # rule -> (pattern, placeholder); e-mail first, so its digits are not read as a phone number
+    'email': (re.compile(r'[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}'), '<email>'),
+    'id_card': (re.compile(r'(?<![\dXx])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]'
+                           r'(?![\dXx])'), '<id>'),
+    'phone': (re.compile(r'(?<![\d.])(?:(?:\+?86[- ]?)?1[3-9]\d[- ]?\d{4}[- ]?\d{4}|0\d{2,3}-\d{7,8})(?![\d.])'), '<phone>'),
+}
+_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+
+def _valid_id(number):
+    "GB 11643: the 18th character is the check code of the first 17 digits."
+    return '10X98765432'[sum(int(d) * w for d, w in zip(number[:17], _ID_WEIGHTS)) % 11] == number[17].upper()
+
+def mask_sensitive(text, counts=None):
+    "`text` with e-mail addresses, ID-card numbers and phone numbers replaced by placeholders; `counts` counts them."
+    for rule, (pattern, placeholder) in SENSITIVE_RULES.items():
+        def replace(m, rule=rule, placeholder=placeholder):
+            if rule == 'id_card' and not _valid_id(m.group(0)): return m.group(0)
+            if counts is not None: counts[rule] += 1
+            return placeholder
+        text = pattern.sub(replace, text)
+    return text
+
 # %% ../nbs/01_corpus.ipynb #85811290
 _SCRIPT = re.compile(r'<(script|style)\b[^>]*>.*?</\1\s*>', re.I | re.S)
 _BLOCK_TAG = re.compile(r'</?(?:br|p|div|li|ul|ol|h[1-6]|tr|td|th|table|section|article|blockquote)\b[^<>]*>', re.I)
@@ -173,14 +200,34 @@ def _tidy_space(text):
     lines = [_HSPACE.sub(' ', line).strip() for line in text.split('\n')]
     return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip()
 
-def clean_documents(docs, min_chars=8):
-    "Strip HTML, collapse spaces within lines, drop documents shorter than `min_chars` and exact duplicates."
-    seen, out = set(), []
+def _digest(text): return hashlib.blake2b(text.encode('utf-8'), digest_size=8).digest()
+
+def iter_clean(docs, min_chars=8, sensitive='keep', stats=None):
+    """Strip HTML, collapse spaces within lines, handle sensitive information (`mask_sensitive`), drop documents
+    shorter than `min_chars` and exact duplicates, one document at a time. Duplicates are found by an 8-byte digest of
+    each kept document, so memory grows by a few dozen bytes per document, not by its text. `stats` (a Counter)
+    counts what was dropped or masked."""
+    if sensitive not in SENSITIVE_CHOICES:
+        raise ValueError(f"sensitive must be one of {', '.join(SENSITIVE_CHOICES)}, got {sensitive!r}")
+    stats = Counter() if stats is None else stats
+    seen = set()
     for doc in docs:
         doc = _tidy_space(_strip_html(doc))
-        if len(doc) >= min_chars and doc not in seen:
-            seen.add(doc); out.append(doc)
-    return out
+        if sensitive != 'keep':
+            found = Counter()
+            masked = mask_sensitive(doc, found)
+            stats.update(found)
+            if found and sensitive == 'drop': stats['dropped: sensitive'] += 1; continue
+            doc = masked
+        if len(doc) < min_chars: stats['dropped: short'] += 1; continue
+        key = _digest(doc)
+        if key in seen: stats['dropped: duplicate'] += 1; continue
+        seen.add(key)
+        yield doc
+
+def clean_documents(docs, min_chars=8, sensitive='keep', stats=None):
+    "The documents `iter_clean` keeps, as a list."
+    return list(iter_clean(docs, min_chars, sensitive, stats))
 
 # %% ../nbs/01_corpus.ipynb #ef5e3260
 _SENT_END = re.compile(r'(?:[。！？]+[”’"\'」』）)]*|[.!?]+[”’"\'」』)]*(?=\s|$))\s*')

@@ -11,6 +11,7 @@ __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_docum
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import functools, hashlib, json, math, os, shutil, time
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from dataclasses import asdict
@@ -20,7 +21,7 @@ import psutil
 from .config import load_config, config_changes, register, REGISTRY
 from .baseline import tokenizer_baselines, format_baselines
 from .tokenizer import train_tokenizer, load_tokenizer, roundtrip_report, check_vocab_size
-from .corpus import load_corpus, clean_documents, split_train_val
+from .corpus import load_corpus, clean_documents, split_train_val, SENSITIVE_RULES
 from .data import pack_documents, write_mindrecord, read_mindrecord
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
@@ -59,8 +60,13 @@ def resolve_config(config=None, overrides=(), smoke=False, smoke_overrides=None)
 def load_documents(cfg):
     "Corpus -> cleaned documents -> (train, held-out) split."
     td = cfg.train_dataset
+    stats = Counter()
     docs = clean_documents(load_corpus(td.corpus, max_documents=td.max_documents, text_field=td.text_field),
-                           min_chars=td.min_chars)
+                           min_chars=td.min_chars, sensitive=td.sensitive_info, stats=stats)
+    found = {k: stats[k] for k in SENSITIVE_RULES if stats[k]}
+    if found:  # said only when there is something to say: People's Daily has none
+        print(f"sensitive information ({td.sensitive_info}): " + ", ".join(f"{n:,} {k}" for k, n in found.items()) +
+              (f"; {stats['dropped: sensitive']:,} documents dropped" if td.sensitive_info == "drop" else ""))
     if len(docs) < 2:
         raise ValueError(f"the corpus {td.corpus!r} has {len(docs)} usable documents after cleaning "
                          f"(min_chars={td.min_chars}): add text or lower train_dataset.min_chars")

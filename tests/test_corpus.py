@@ -34,3 +34,21 @@ def test_compressed_corpus_gives_the_same_rows(tmp_path, env):
     assert digests[0] == digests[1]
     r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus={packed}", f"--output_dir={tmp_path / 'wrong'}", env=env)
     assert r.returncode == 2 and "b.jsonl.gz:1: no string field 'text'" in r.stderr and "text_field" in r.stderr, r.stderr
+
+
+def test_sensitive_information_is_masked_by_config(tmp_path, capsys):
+    "The packaged config masks e-mail addresses, phone numbers and ID-card numbers, says how many, and can drop instead."
+    from llmpt_nb.config import load_config
+    from llmpt_nb.pipeline import load_documents
+    (tmp_path / "c.txt").write_text("请联系 zhang.san@example.com 报名参加本次活动。\n客服热线 010-51236699，欢迎来电咨询。\n"
+                                    "身份证号 11010519491231002X 的申请人已经通过审核。\n一段没有任何敏感信息的普通文字。\n"
+                                    "另一段同样普通的文字，没有号码。\n", encoding="utf-8")
+    plain = ["一段没有任何敏感信息的普通文字。", "另一段同样普通的文字，没有号码。"]
+    base = [f"train_dataset.corpus={tmp_path / 'c.txt'}", "train_dataset.val_fraction=0.2"]
+    train, val = load_documents(load_config(overrides=base))
+    assert sorted(train + val) == sorted(["请联系 <email> 报名参加本次活动。", "客服热线 <phone>，欢迎来电咨询。",
+                                          "身份证号 <id> 的申请人已经通过审核。", *plain])
+    assert "sensitive information (mask): 1 email, 1 id_card, 1 phone" in capsys.readouterr().out
+    train, val = load_documents(load_config(overrides=base + ["train_dataset.sensitive_info=drop"]))
+    assert sorted(train + val) == sorted(plain)
+    assert "3 documents dropped" in capsys.readouterr().out

@@ -157,3 +157,13 @@ def test_the_kept_full_run_beats_its_bigram():
     assert len(samples) == 4 and all(l.split(": ", 1)[1].startswith("中国") for l in samples), samples
     slow = [c for c in cells if "".join(c["source"]).startswith("#| slow")]
     assert sum(comparable({**c, "source": ""})["images"] for c in slow) >= 2, "the curve and the attention maps"
+
+
+def test_multiline_mindspore_logs_are_dropped():
+    "A MindSpore log record that goes on over several lines (a tensor dump) is dropped whole; what follows it stays."
+    from refresh_outputs import tidy
+    record = ("[WARNING] ME(27600:1,MainProcess):2026-12-01-16:18:25.765.349 [parallel.py:12] Got (Tensor(shape=[3, 5], "
+              "value=\n[[ 1.29e+00,  1.00e+00],\n [-4.22e-01,  2.13e-01]]), Tensor(shape=[7], dtype=Float32, value= [-1.6])) .\n")
+    assert tidy(record) == ""
+    assert tidy(record + "loss 4.431\n") == "loss 4.431\n"
+    assert tidy("[[1, 2], [3, 4]]\n") == "[[1, 2], [3, 4]]\n"              # an array a cell prints is kept

@@ -36,9 +36,21 @@ IMAGES = ("image/png", "image/jpeg", "image/svg+xml")
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
+CONTINUED = re.compile(r"^(?:\s|\[\s*[-\d\[]|.*Tensor\(shape=)")  # the lines a multi-line log record goes on with
+
+
+def drop_logs(text):
+    "`text` without MindSpore's log records: each header line and the lines that continue it (indented, array dumps)."
+    out, in_record = [], False
+    for line in text.splitlines(keepends=True):
+        if LOG_LINE.match(line): in_record = True
+        elif not (in_record and CONTINUED.match(line)): in_record = False; out.append(line)
+    return "".join(out)
+
+
 def tidy(text):
-    "An output's text without MindSpore log lines, with temporary folders as <tmp> and the home folder as ~."
-    text = LOG_LINE.sub("", text)
+    "An output's text without MindSpore log records, with temporary folders as <tmp> and the home folder as ~."
+    text = drop_logs(text)
     text = TMP_PATH.sub("<tmp>", text)
     return text.replace(str(Path.home()), "~")
 
