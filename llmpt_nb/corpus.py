@@ -176,14 +176,20 @@ def _valid_id(number):
     "GB 11643: the 18th character is the check code of the first 17 digits."
     return '10X98765432'[sum(int(d) * w for d, w in zip(number[:17], _ID_WEIGHTS)) % 11] == number[17].upper()
 
+_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)},   # １３８ -> 138, as Chinese text writes them
+                             '＋': '+', '－': '-', 'Ｘ': 'X', 'ｘ': 'x', '＠': '@', '．': '.'})
+
 def mask_sensitive(text, counts=None):
-    "`text` with e-mail addresses, ID-card numbers and phone numbers replaced by placeholders; `counts` counts them."
+    """`text` with e-mail addresses, ID-card numbers and phone numbers replaced by placeholders, full-width digits
+    included; `counts` (a Counter) counts them by rule."""
     for rule, (pattern, placeholder) in SENSITIVE_RULES.items():
-        def replace(m, rule=rule, placeholder=placeholder):
-            if rule == 'id_card' and not _valid_id(m.group(0)): return m.group(0)
+        plain, out, last = text.translate(_FULL_WIDTH), [], 0   # one character for one: the spans are the same
+        for m in pattern.finditer(plain):
+            if rule == 'id_card' and not _valid_id(m.group(0)): continue
+            out += [text[last:m.start()], placeholder]
+            last = m.end()
             if counts is not None: counts[rule] += 1
-            return placeholder
-        text = pattern.sub(replace, text)
+        text = ''.join(out) + text[last:]
     return text
 
 # %% ../nbs/01_corpus.ipynb #85811290
