@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import zstandard
 
 # %% auto #0
 __all__ = ['COMPRESSED', 'FORMATS', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
@@ -46,17 +47,10 @@ def _open_binary(path):
     suffix = path.suffix.lower()
     if suffix == '.gz': return gzip.open(path, 'rb')
     if suffix == '.zst':
-        try: import zstandard
-        except ImportError:
-            raise ImportError(f"{path} is zstd-compressed: install the zstandard package (pip install zstandard)") from None
         return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, 'rb'), closefd=True))
     return open(path, 'rb')
 
-def _archive_errors():
-    "What a truncated or corrupt .gz / .zst raises while it is read."
-    errors = (EOFError, gzip.BadGzipFile, zlib.error)
-    try: import zstandard; return errors + (zstandard.ZstdError,)
-    except ImportError: return errors
+_ARCHIVE_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError)   # a truncated or corrupt .gz / .zst
 
 def _lines(path):
     """The lines of a text file (plain, .gz or .zst) one at a time, decoded as UTF-8 (a leading BOM dropped), without
@@ -73,7 +67,7 @@ def _lines(path):
                         "or GB18030 for most Chinese files), then load it again") from None
                 offset += len(raw)
                 yield line.rstrip('\r\n')
-    except _archive_errors() as e:
+    except _ARCHIVE_ERRORS as e:
         raise ValueError(f"{path} cannot be read to the end ({e}): the archive is truncated or damaged; copy or "
                          "compress it again") from None
 

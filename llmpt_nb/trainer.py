@@ -21,7 +21,6 @@ from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausa
 from .config import register, REGISTRY
 from .figures import use_cjk_font
 
-
 # %% ../nbs/05_train.ipynb #383482cd
 def cache_dir():
     "This user's llmpt_nb cache: `$XDG_CACHE_HOME/llmpt_nb`, else ~/.cache/llmpt_nb."
