@@ -55,3 +55,22 @@ def built_site(tmp_path_factory, env):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, "mkdocs build failed (pip install -e '.[docs]'?):\n" + r.stdout[-3000:] + r.stderr[-6000:]
     return out
+
+
+# Two test processes share the 2 cores (each runs MindSpore on one thread: llmpt_nb sets OMP_NUM_THREADS=1), and
+# pytest-xdist's `--dist loadgroup` (pyproject's addopts) keeps together what shares a fixture: a module's tests run
+# in one process (its module fixtures are built once), and so do a chapter's run and the comparison of its outputs
+# (conftest's `run_chapter`), and the two modules that read the built docs site (`built_site`).
+CHAPTER_TESTS = {"test_notebooks.py": "test_notebook", "test_outputs.py": "test_kept_outputs_are_current"}
+SITE_MODULES = {"test_docs.py", "test_browser.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.path.name
+        if CHAPTER_TESTS.get(module) == item.originalname:
+            group = "chapter-" + item.callspec.params["nb"].stem
+        else:
+            group = "site" if module in SITE_MODULES else module
+        item.add_marker(pytest.mark.xdist_group(group))
