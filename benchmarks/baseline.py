@@ -23,7 +23,7 @@ def main():
     t = time.perf_counter()
     from llmpt_nb.baseline import tokenizer_baselines
     from llmpt_nb.config import load_config
-    from llmpt_nb.data import load_corpus, clean_documents, split_train_val   # imports MindSpore (MindRecord writer)
+    from llmpt_nb.corpus import load_corpus, clean_documents, split_documents
     from llmpt_nb.tokenizer import train_tokenizer
     overrides = [f"processor.tokenizer.vocab_size={a.vocab_size}"] * (a.vocab_size is not None)
     overrides += [f"processor.tokenizer.character_coverage={a.character_coverage}"] * (a.character_coverage is not None)
@@ -34,7 +34,7 @@ def main():
 
     t = time.perf_counter()
     docs = clean_documents(load_corpus(td.corpus, max_documents=td.max_documents), min_chars=td.min_chars)
-    train, val = split_train_val(docs, td.val_fraction, seed=cfg.seed)
+    train, val = split_documents(docs, td.val_fraction, seed=cfg.seed)
     times["load, clean, split"] = time.perf_counter() - t
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 # %% auto #0
-__all__ = ['LAMBDAS', 'doc_pairs', 'Unigram', 'fit_unigram', 'Bigram', 'count_bigrams', 'choose_lambda', 'fit_bigram',
-           'BaselineScore', 'bits_per_char', 'score', 'Baselines', 'counting_baselines', 'tokenizer_baselines',
-           'format_baselines']
+__all__ = ['LAMBDAS', 'DENSE_PAIRS', 'doc_pairs', 'Unigram', 'fit_unigram', 'Bigram', 'pair_counts', 'count_bigrams',
+           'tuning_documents', 'best_lambda', 'choose_lambda', 'fit_bigram', 'BaselineScore', 'bits_per_char',
+           'score_counts', 'score', 'PairCounts', 'flat_pairs', 'Baselines', 'BaselineCounter', 'counting_baselines',
+           'tokenizer_baselines', 'format_baselines']
 
 # %% ../nbs/02b_baseline.ipynb #15ba2bdd
 def doc_pairs(docs, vocab_size, eos_id):
@@ -67,6 +68,15 @@ class Bigram:
     @property
     def vocab_size(self): return len(self.ctx_counts)
 
+    @classmethod
+    def from_counts(cls, codes, counts, vocab_size, lam=0.5, k=1.0):
+        "The model of sorted pair `codes` and their `counts`; its unigram counts the pairs' targets (add-k)."
+        if not 0 <= lam <= 1: raise ValueError(f"lam must be in [0, 1], got {lam}")
+        if not k > 0: raise ValueError(f"k must be > 0 so that no token gets probability 0, got {k}")
+        c = np.bincount(codes % vocab_size, weights=counts, minlength=vocab_size)
+        ctx = np.bincount(codes // vocab_size, weights=counts, minlength=vocab_size).astype(np.int64)
+        return cls(Unigram((c + k) / (c.sum() + k * vocab_size)), codes, counts, ctx, float(lam))
+
     def ml(self, ctx, tgt):
         "Maximum-likelihood bigram c(v,w)/c(v); 0 for a pair or a context never seen."
         q = ctx * self.vocab_size + tgt
@@ -79,28 +89,39 @@ class Bigram:
         p = np.where(self.ctx_counts[ctx] > 0, lam * self.ml(ctx, tgt) + (1 - lam) * pu, pu)
         with np.errstate(divide='ignore'): return np.log(p)      # lam = 1: an unseen pair costs inf
 
+def pair_counts(docs, vocab_size, eos_id):
+    "Sorted codes v * vocab_size + w of the pairs of `docs` and how often each occurs."
+    ctx, tgt = doc_pairs(docs, vocab_size, eos_id)
+    return np.unique(ctx * vocab_size + tgt, return_counts=True)
+
 def count_bigrams(docs, vocab_size, eos_id, lam=0.5, k=1.0):
     "Pair and add-k unigram counts of `docs`, interpolated with a fixed `lam`."
-    if not 0 <= lam <= 1: raise ValueError(f"lam must be in [0, 1], got {lam}")
-    ctx, tgt = doc_pairs(docs, vocab_size, eos_id)
-    codes, counts = np.unique(ctx * vocab_size + tgt, return_counts=True)
-    return Bigram(_unigram(tgt, vocab_size, k), codes, counts, np.bincount(ctx, minlength=vocab_size), float(lam))
+    return Bigram.from_counts(*pair_counts(docs, vocab_size, eos_id), vocab_size, lam, k)
 
 # %% ../nbs/02b_baseline.ipynb #9b575bd1
 LAMBDAS = np.round(np.arange(100) / 100, 2)   # 0.00 .. 0.99
 
-def choose_lambda(docs, vocab_size, eos_id, k=1.0, tune_fraction=0.1, grid=LAMBDAS):
-    "The `lam` of `grid` with the lowest loss on the last `tune_fraction` of `docs`, counting the others."
-    docs = list(docs)
-    n_tune = max(1, round(len(docs) * tune_fraction))
-    if len(docs) - n_tune < 1:
-        raise ValueError(f"cannot choose lam from {len(docs)} training document(s): need at least 2 (the last "
-                         f"{tune_fraction:.0%} pick lam, the rest are counted), or pass lam explicitly")
-    m = count_bigrams(docs[:-n_tune], vocab_size, eos_id, k=k)
-    ctx, tgt = doc_pairs(docs[-n_tune:], vocab_size, eos_id)
-    pb, pu, seen = m.ml(ctx, tgt), m.unigram.probs[tgt], m.ctx_counts[ctx] > 0
-    losses = [-np.log(np.where(seen, lam * pb + (1 - lam) * pu, pu)).sum() for lam in grid]
+def tuning_documents(n_docs, tune_fraction, start=0):
+    "Which of the documents start .. start + n_docs - 1 choose lambda: one in every 1 / tune_fraction, evenly spread."
+    i = np.arange(start, start + n_docs, dtype=np.float64)
+    return np.floor((i + 1) * tune_fraction + 1e-9) > np.floor(i * tune_fraction + 1e-9)
+
+def best_lambda(model, codes, counts, grid=LAMBDAS):
+    "The `lam` of `grid` with the lowest loss of `model` on the pairs `codes` occurring `counts` times."
+    ctx, tgt = codes // model.vocab_size, codes % model.vocab_size
+    pb, pu, seen = model.ml(ctx, tgt), model.unigram.probs[tgt], model.ctx_counts[ctx] > 0
+    losses = [-(counts * np.log(np.where(seen, lam * pb + (1 - lam) * pu, pu))).sum() for lam in grid]
     return float(grid[int(np.argmin(losses))])
+
+def choose_lambda(docs, vocab_size, eos_id, k=1.0, tune_fraction=0.1, grid=LAMBDAS):
+    "The `lam` of `grid` with the lowest loss on the `tuning_documents` of `docs`, counting the others."
+    docs = [d for d in docs if len(d)]                    # the packer drops empty documents too
+    tune = tuning_documents(len(docs), tune_fraction)
+    if not tune.any():
+        raise ValueError(f"cannot choose lam: the {len(docs)} training document(s) include no tuning document (one in "
+                         f"every {1 / tune_fraction:.0f}): give more documents, or pass lam explicitly")
+    m = count_bigrams([d for d, t in zip(docs, tune) if not t], vocab_size, eos_id, k=k)
+    return best_lambda(m, *pair_counts([d for d, t in zip(docs, tune) if t], vocab_size, eos_id), grid)
 
 def fit_bigram(docs, vocab_size, eos_id, lam=None, k=1.0, tune_fraction=0.1):
     "Interpolated bigram of all `docs`; `lam=None` chooses it with `choose_lambda` first."
@@ -122,13 +143,64 @@ def bits_per_char(nats_per_token, tokens, chars):
     if tokens <= 0 or chars <= 0: raise ValueError(f"tokens ({tokens}) and chars ({chars}) must both be > 0")
     return nats_per_token * tokens / math.log(2) / chars
 
+def score_counts(model, codes, counts, chars):
+    "`BaselineScore` of a `Unigram` or `Bigram` on held-out pairs `codes` occurring `counts` times, from text of `chars` characters."
+    v = model.vocab_size
+    tokens = int(counts.sum())
+    nats = float(-(counts * model.log_probs(codes // v, codes % v)).sum()) / tokens
+    return BaselineScore(nats, bits_per_char(nats, tokens, chars), tokens, int(chars))
+
 def score(model, docs, chars, eos_id):
     "`BaselineScore` of a `Unigram` or `Bigram` on held-out `docs` (token ids) whose texts have `chars` characters in all."
-    ctx, tgt = doc_pairs(docs, model.vocab_size, eos_id)
-    nats = float(-model.log_probs(ctx, tgt).sum()) / len(tgt)
-    return BaselineScore(nats, bits_per_char(nats, len(tgt), chars), len(tgt), int(chars))
+    return score_counts(model, *pair_counts(docs, model.vocab_size, eos_id), chars)
 
-# %% ../nbs/02b_baseline.ipynb #64be8049
+# %% ../nbs/02b_baseline.ipynb #ddd42fba
+DENSE_PAIRS = 1 << 25      # vocabularies up to 5,792 pieces: a dense table of V * V counts (at most 256 MB) when large
+
+class PairCounts:
+    """How often each (context, target) pair occurs, added batch by batch, as sorted codes context * vocab_size + target
+    and their counts. New codes wait in a bounded buffer and are merged into the counts, kept sparse (memory grows with
+    the distinct pairs) until `dense_after` pairs were added, then, for a vocabulary small enough, in one dense table."""
+    def __init__(self, vocab_size, buffer=1 << 22, dense_after=1 << 24):
+        self.vocab_size, self.buffer, self.dense_after, self.total = vocab_size, buffer, dense_after, 0
+        self._codes, self._counts, self._dense = np.empty(0, np.int64), np.empty(0, np.int64), None
+        self._pending, self._n_pending = [], 0
+
+    def add(self, ctx, tgt):
+        self._pending.append(ctx.astype(np.int64) * self.vocab_size + tgt)
+        self._n_pending += len(ctx); self.total += len(ctx)
+        if self._n_pending >= self.buffer: self._merge()
+
+    def _merge(self):
+        if not self._pending: return
+        new, size = np.concatenate(self._pending), self.vocab_size ** 2
+        self._pending, self._n_pending = [], 0
+        if self._dense is None and self.total >= self.dense_after and size <= DENSE_PAIRS:
+            self._dense = np.zeros(size, np.int64); self._dense[self._codes] = self._counts
+        if self._dense is not None:
+            np.add.at(self._dense, new, 1); return            # in place: no second table
+        codes, counts = np.unique(new, return_counts=True)
+        self._codes, inverse = np.unique(np.concatenate([self._codes, codes]), return_inverse=True)
+        self._counts = np.bincount(inverse, np.concatenate([self._counts, counts]), len(self._codes)).astype(np.int64)
+
+    def result(self):
+        "(codes, counts), sorted by code."
+        self._merge()
+        if self._dense is None: return self._codes, self._counts
+        codes = np.flatnonzero(self._dense)
+        return codes, self._dense[codes]
+
+def flat_pairs(tokens, lengths, vocab_size, eos_id):
+    "`doc_pairs` of non-empty documents given as one array of all their tokens and the length of each."
+    tokens, lengths = np.asarray(tokens, np.int64), np.asarray(lengths, np.int64)
+    bad = (tokens < 0) | (tokens >= vocab_size)
+    if bad.any():
+        raise ValueError(f"token id {tokens[bad][0]} is outside the vocabulary (vocab_size {vocab_size}): count with the "
+                         "vocab_size of the tokenizer that encoded the documents")
+    ends = np.cumsum(lengths)
+    return np.insert(tokens, ends - lengths, eos_id), np.insert(tokens, ends, eos_id)
+
+# %% ../nbs/02b_baseline.ipynb #87bd1a49
 @dataclass(frozen=True)
 class Baselines:
     "Held-out scores of the unigram and the interpolated bigram, and the bigram's lambda."
@@ -137,12 +209,69 @@ class Baselines:
     lam: float
     def __str__(self): return format_baselines(self)
 
+class BaselineCounter:
+    """The counts both baselines need, added batch by batch: the pairs of the training documents (the
+    `tuning_documents` among them counted apart, to choose lambda on, up to `tune_pairs` pairs; later ones are counted
+    as training documents) and the pairs and characters of the held-out ones."""
+    def __init__(self, vocab_size, eos_id, tune_fraction=0.1, tune_pairs=1 << 22):
+        if not 0 <= eos_id < vocab_size:
+            raise ValueError(f"eos_id {eos_id} is outside the vocabulary (vocab_size {vocab_size})")
+        self.vocab_size, self.eos_id, self.tune_fraction, self.tune_pairs = vocab_size, eos_id, tune_fraction, tune_pairs
+        self.fit, self.tune, self.heldout = (PairCounts(vocab_size) for _ in range(3))
+        self.n_train, self.heldout_chars, self.tune_seen = 0, 0, 0
+
+    def add_train_flat(self, tokens, lengths):
+        "Training documents as `flat_pairs` takes them, in corpus order."
+        ctx, tgt = flat_pairs(tokens, lengths, self.vocab_size, self.eos_id)
+        pairs = np.asarray(lengths) + 1
+        tune = tuning_documents(len(lengths), self.tune_fraction, self.n_train)
+        seen = self.tune_seen + np.cumsum(pairs * tune)        # pairs of all tuning documents so far
+        self.tune_seen = int(seen[-1]) if len(seen) else self.tune_seen
+        tune &= seen <= self.tune_pairs                           # the first ones are enough to choose lambda on
+        tune = np.repeat(tune, pairs)
+        self.fit.add(ctx[~tune], tgt[~tune]); self.tune.add(ctx[tune], tgt[tune])
+        self.n_train += len(lengths)
+
+    def add_heldout_flat(self, tokens, lengths, chars):
+        "Held-out documents, and the number of characters of their text."
+        self.heldout.add(*flat_pairs(tokens, lengths, self.vocab_size, self.eos_id)); self.heldout_chars += int(chars)
+
+    def _flat(self, docs):
+        doc_pairs(docs := [np.asarray(d) for d in docs], self.vocab_size, self.eos_id)   # its checks and messages
+        docs = [d for d in docs if d.size]
+        return np.concatenate(docs), [len(d) for d in docs]
+
+    def add_train(self, docs): self.add_train_flat(*self._flat(docs))
+    def add_heldout(self, docs, chars): self.add_heldout_flat(*self._flat(docs), chars)
+
+    def choose_lambda(self, k=1.0, grid=LAMBDAS):
+        codes, counts = self.tune.result()
+        if not len(codes):
+            raise ValueError(f"cannot choose lam: the {self.n_train} training document(s) include no tuning document (one "
+                             f"in every {1 / self.tune_fraction:.0f}): give more documents, or pass lam explicitly")
+        return best_lambda(Bigram.from_counts(*self.fit.result(), self.vocab_size, k=k), codes, counts, grid)
+
+    def bigram(self, lam=None, k=1.0):
+        "The bigram of all training documents; `lam=None` chooses lambda on the tuning documents first."
+        if lam is None: lam = self.choose_lambda(k)
+        (a, na), (b, nb) = self.fit.result(), self.tune.result()
+        codes, inverse = np.unique(np.concatenate([a, b]), return_inverse=True)
+        return Bigram.from_counts(codes, np.bincount(inverse, np.concatenate([na, nb]), len(codes)).astype(np.int64),
+                                  self.vocab_size, lam, k)
+
+    def baselines(self, lam=None, k=1.0):
+        "Both models fitted on the training counts and scored on the held-out ones."
+        bi = self.bigram(lam, k)
+        held = (*self.heldout.result(), self.heldout_chars)
+        return Baselines(score_counts(bi.unigram, *held), score_counts(bi, *held), bi.lam)
+
+# %% ../nbs/02b_baseline.ipynb #64be8049
 def counting_baselines(train_docs, heldout_docs, heldout_chars, vocab_size, eos_id, lam=None, k=1.0, tune_fraction=0.1):
     "Fit both count models on `train_docs` (token ids) and score `heldout_docs`, whose texts have `heldout_chars` chars."
-    train_docs, heldout_docs = list(train_docs), list(heldout_docs)
-    uni = fit_unigram(train_docs, vocab_size, eos_id, k)
-    bi = fit_bigram(train_docs, vocab_size, eos_id, lam, k, tune_fraction)
-    return Baselines(score(uni, heldout_docs, heldout_chars, eos_id), score(bi, heldout_docs, heldout_chars, eos_id), bi.lam)
+    c = BaselineCounter(vocab_size, eos_id, tune_fraction)
+    c.add_train(train_docs)
+    c.add_heldout(heldout_docs, heldout_chars)
+    return c.baselines(lam, k)
 
 def tokenizer_baselines(tok, train_texts, heldout_texts, **kwargs):
     "`counting_baselines` of texts encoded by `tok` (`.encode(list_of_str)`, `.vocab_size`, `.eos_id`)."

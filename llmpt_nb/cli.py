@@ -133,19 +133,23 @@ def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
     if getattr(args, "handler", None):
         return args.handler(args, overrides)
-    from llmpt_nb.pipeline import pretrain, resolve_config, run_folder, load_documents, prepare_tokenizer, prepare_data
+    from llmpt_nb.pipeline import pretrain, resolve_config, run_folder, prepare_tokenizer, prepare, prepared_report
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume,
                         allow_changes=args.allow_config_change)
     cfg = resolve_config(args.config, overrides, args.smoke)
-    train_docs, val_docs = load_documents(cfg)
     with run_folder(cfg, args.overwrite) as (out, _):  # a failure removes what was written (and restores a replaced run)
-        tok, report = prepare_tokenizer(cfg, train_docs, val_docs, out)
-        print(report)
-        summary = dict(tokenizer=str(tok.model_file), vocab_size=tok.vocab_size, roundtrip_exact=report.exact_ratio)
         if args.command == "prepare-data":
-            folder, counts = prepare_data(cfg, tok, train_docs, val_docs, out)
-            summary.update(data_dir=str(folder), rows=counts)
+            record = prepare(cfg, out)
+            report = prepared_report(record)
+            summary = dict(tokenizer=record["tokenizer"]["model_file"], vocab_size=record["tokenizer"]["vocab_size"],
+                           data_dir=record["data_dir"], rows=record["rows"], documents=record["documents"],
+                           tokens=record["tokens"])
+        else:
+            tok, report = prepare_tokenizer(cfg, out)
+            summary = dict(tokenizer=str(tok.model_file), vocab_size=tok.vocab_size)
+        print(report)
+        summary["roundtrip_exact"] = report.exact_ratio
     print(json.dumps(summary, ensure_ascii=False))
     return summary
 

@@ -159,7 +159,8 @@ _TYPE_ORDER = (bool, int, float, str, list, dict, type(None))
 
 NULL_TYPES = {                       # keys that are null in the packaged configs -> the type of a non-null value
     'load_checkpoint': str, 'train_dataset.max_documents': int, 'train_dataset.shard_num': int,
-    'train_dataset.data_loader.dataset_dir': str, 'processor.tokenizer.vocab_file': str, 'context.peak_flops': float,
+    'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
+    'processor.tokenizer.vocab_file': str, 'context.peak_flops': float,
 }
 
 def _walk(d: dict, prefix: str = ''):
@@ -199,8 +200,8 @@ lr_schedule.learning_rate optimizer.eps runner_wrapper.scale_sense.loss_scale_va
 runner_wrapper.max_grad_norm parallel_config.data_parallel parallel_config.model_parallel parallel_config.pipeline_stage
 callbacks.log_interval callbacks.eval_interval callbacks.eval_batches callbacks.save_checkpoint_steps
 callbacks.keep_checkpoint_max generation.temperature train_dataset.max_documents train_dataset.shard_num
-context.peak_flops'''.split()
-_NON_NEGATIVE = '''seed train_dataset.min_chars optimizer.weight_decay lr_schedule.lr_end generation.top_k
+context.peak_flops processor.tokenizer.sample_documents'''.split()
+_NON_NEGATIVE = '''seed train_dataset.min_chars train_dataset.prepare_workers optimizer.weight_decay lr_schedule.lr_end generation.top_k
 generation.max_new_tokens'''.split()
 _STEPS = 'runner_config.max_steps lr_schedule.total_steps'.split()
 

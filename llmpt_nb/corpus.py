@@ -22,8 +22,9 @@ import zstandard
 
 # %% auto #0
 __all__ = ['COMPRESSED', 'FORMATS', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
-           'corpus_format', 'iter_documents', 'load_corpus', 'mask_sensitive', 'iter_clean', 'clean_documents',
-           'split_sentences', 'chunk_document', 'split_train_val']
+           'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'mask_sensitive', 'digest', 'SeenDigests',
+           'clean_document', 'iter_clean', 'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val',
+           'heldout_document', 'split_documents']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -43,22 +44,24 @@ def default_corpus_file():
 COMPRESSED = ('.gz', '.zst')   # read as they are, decompressed while reading
 
 def _open_binary(path):
-    "A binary stream of `path`, decompressed on the fly when it ends in .gz or .zst."
-    suffix = path.suffix.lower()
-    if suffix == '.gz': return gzip.open(path, 'rb')
-    if suffix == '.zst':
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, 'rb'), closefd=True))
-    return open(path, 'rb')
+    "(a binary stream of `path`, decompressed on the fly when it ends in .gz or .zst; the file on disk under it)."
+    raw, suffix = open(path, 'rb'), path.suffix.lower()
+    if suffix == '.gz': return gzip.GzipFile(fileobj=raw, mode='rb'), raw
+    if suffix == '.zst': return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)), raw
+    return raw, raw
 
 _ARCHIVE_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError)   # a truncated or corrupt .gz / .zst
 
-def _lines(path):
+def _lines(path, progress=None):
     """The lines of a text file (plain, .gz or .zst) one at a time, decoded as UTF-8 (a leading BOM dropped), without
-    their line break; a clear error for another encoding or a damaged archive."""
-    path, offset = Path(path), 0
+    their line break; a clear error for another encoding or a damaged archive. `progress(n)` is told the bytes of the
+    file on disk read so far, now and then."""
+    path, offset, told = Path(path), 0, 0
     try:
-        with _open_binary(path) as f:
-            for raw in f:
+        f, disk = _open_binary(path)
+        with disk, f:
+            for i, raw in enumerate(f):
+                if progress and i % 4096 == 4095: progress(disk.tell() - told); told = disk.tell()
                 try: line = raw.decode('utf-8-sig' if offset == 0 else 'utf-8')
                 except UnicodeDecodeError as e:
                     raise ValueError(
@@ -67,6 +70,7 @@ def _lines(path):
                         "or GB18030 for most Chinese files), then load it again") from None
                 offset += len(raw)
                 yield line.rstrip('\r\n')
+            if progress: progress(disk.tell() - told)
     except _ARCHIVE_ERRORS as e:
         raise ValueError(f"{path} cannot be read to the end ({e}): the archive is truncated or damaged; copy or "
                          "compress it again") from None
@@ -78,8 +82,8 @@ def _pd_word(token):
     if not sep: word = token
     return word[1:] if word.startswith('[') and len(word) > 1 else word
 
-def _people_daily(path):
-    for line in _lines(path):
+def _people_daily(path, progress=None):
+    for line in _lines(path, progress):
         for part in line.splitlines():
             tokens = part.split()
             if tokens and _PD_ID.fullmatch(tokens[0]): tokens = tokens[1:]
@@ -99,13 +103,13 @@ def corpus_format(path):
     for c in COMPRESSED: name = name.removesuffix(c)
     return next((f for f in FORMATS if name.endswith(f)), None)
 
-def _txt_documents(path):
-    for line in _lines(path):
+def _txt_documents(path, text_field=None, progress=None):
+    for line in _lines(path, progress):
         for part in line.splitlines():              # any Unicode line break ends a document too
             if part.strip(): yield part.strip()
 
-def _jsonl_documents(path, text_field='text'):
-    for i, line in enumerate(_lines(path), 1):
+def _jsonl_documents(path, text_field='text', progress=None):
+    for i, line in enumerate(_lines(path, progress), 1):
         if not line.strip(): continue
         try: obj = json.loads(line)
         except json.JSONDecodeError as e:
@@ -128,12 +132,9 @@ def _corpus_files(root):
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 # %% ../nbs/01_corpus.ipynb #7dfa670d
-def iter_documents(source='default', text_field='text'):
-    """The documents of People's Daily ('default'/None), of a corpus file, or of every corpus file under a folder, one
-    at a time: files are read line by line, so memory does not grow with the corpus."""
-    if source is None or str(source) == 'default':
-        yield from _people_daily(default_corpus_file())
-        return
+def corpus_files(source='default'):
+    "The files `iter_documents(source)` reads, in the order it reads them."
+    if source is None or str(source) == 'default': return [default_corpus_file()]
     root = Path(source)
     if not root.exists():
         raise FileNotFoundError(f"corpus {str(root)!r} does not exist: pass 'default' (People's Daily) or a folder "
@@ -142,13 +143,24 @@ def iter_documents(source='default', text_field='text'):
     if not files:
         raise FileNotFoundError(f"no .txt or .jsonl files (or .gz / .zst of them) under {root}: put documents there "
                                 '(one per line in .txt, or {"text": ...} lines in .jsonl), or pass another folder')
+    return files
+
+def iter_documents(source='default', text_field='text', progress=None):
+    """The documents of People's Daily ('default'/None), of a corpus file, or of every corpus file under a folder, one
+    at a time: files are read line by line, so memory does not grow with the corpus. `progress(n)`: told the bytes
+    read from disk, now and then (`corpus_files` gives the files, and so the total)."""
+    files = corpus_files(source)
+    if source is None or str(source) == 'default':
+        yield from _people_daily(files[0], progress)
+        return
     n = 0
     for f in files:
-        for doc in _jsonl_documents(f, text_field) if corpus_format(f) == '.jsonl' else _txt_documents(f):
+        read = _jsonl_documents if corpus_format(f) == '.jsonl' else _txt_documents
+        for doc in read(f, text_field, progress):
             n += 1
             yield doc
     if not n:
-        raise ValueError(f"the {len(files)} corpus file(s) under {root} contain no text: every line is empty")
+        raise ValueError(f"the {len(files)} corpus file(s) under {source} contain no text: every line is empty")
 
 def load_corpus(source='default', max_documents=None, text_field='text'):
     "The first `max_documents` (None: all) documents of `iter_documents(source, text_field)`, as a list."
@@ -200,29 +212,59 @@ def _tidy_space(text):
     lines = [_HSPACE.sub(' ', line).strip() for line in text.split('\n')]
     return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip()
 
-def _digest(text): return hashlib.blake2b(text.encode('utf-8'), digest_size=8).digest()
+def digest(text):
+    "An 8-byte digest of `text`, as an int: what finds exact duplicates."
+    return int.from_bytes(hashlib.blake2b(text.encode('utf-8'), digest_size=8).digest(), 'little')
+
+class SeenDigests:
+    """The digests seen so far: new ones in a set, merged every `buffer` into a sorted NumPy array of 8 bytes each, so
+    that ten million documents take about 80 MB."""
+    def __init__(self, buffer=1 << 20):
+        self.sorted, self.recent, self.buffer = np.empty(0, np.uint64), set(), buffer
+
+    def add(self, key):
+        "True if `key` is new (and remember it), False if it was seen before."
+        if key in self.recent: return False
+        if self.sorted.size:
+            i = int(np.searchsorted(self.sorted, np.uint64(key)))
+            if i < self.sorted.size and int(self.sorted[i]) == key: return False
+        self.recent.add(key)
+        if len(self.recent) >= self.buffer:
+            self.sorted = np.union1d(self.sorted, np.fromiter(self.recent, np.uint64, len(self.recent)))
+            self.recent = set()
+        return True
+
+    def __len__(self): return self.sorted.size + len(self.recent)
+
+def clean_document(doc, min_chars=8, sensitive='keep', stats=None):
+    "One document as `iter_clean` cleans it, or None if it is dropped (too short, or holding sensitive information to drop)."
+    doc = _tidy_space(_strip_html(doc))
+    if sensitive != 'keep':
+        found = Counter()
+        masked = mask_sensitive(doc, found)
+        if stats is not None: stats.update(found)
+        if found and sensitive == 'drop':
+            if stats is not None: stats['dropped: sensitive'] += 1
+            return None
+        doc = masked
+    if len(doc) < min_chars:
+        if stats is not None: stats['dropped: short'] += 1
+        return None
+    return doc
 
 def iter_clean(docs, min_chars=8, sensitive='keep', stats=None):
     """Strip HTML, collapse spaces within lines, handle sensitive information (`mask_sensitive`), drop documents
     shorter than `min_chars` and exact duplicates, one document at a time. Duplicates are found by an 8-byte digest of
-    each kept document, so memory grows by a few dozen bytes per document, not by its text. `stats` (a Counter)
-    counts what was dropped or masked."""
+    each kept document (`SeenDigests`), so memory grows by about 8 bytes per document, not by its text. `stats` (a
+    Counter) counts what was dropped or masked."""
     if sensitive not in SENSITIVE_CHOICES:
         raise ValueError(f"sensitive must be one of {', '.join(SENSITIVE_CHOICES)}, got {sensitive!r}")
     stats = Counter() if stats is None else stats
-    seen = set()
+    seen = SeenDigests()
     for doc in docs:
-        doc = _tidy_space(_strip_html(doc))
-        if sensitive != 'keep':
-            found = Counter()
-            masked = mask_sensitive(doc, found)
-            stats.update(found)
-            if found and sensitive == 'drop': stats['dropped: sensitive'] += 1; continue
-            doc = masked
-        if len(doc) < min_chars: stats['dropped: short'] += 1; continue
-        key = _digest(doc)
-        if key in seen: stats['dropped: duplicate'] += 1; continue
-        seen.add(key)
+        doc = clean_document(doc, min_chars, sensitive, stats)
+        if doc is None: continue
+        if not seen.add(digest(doc)): stats['dropped: duplicate'] += 1; continue
         yield doc
 
 def clean_documents(docs, min_chars=8, sensitive='keep', stats=None):
@@ -265,3 +307,20 @@ def split_train_val(docs, val_fraction, seed):
                          "give more documents or a smaller val_fraction")
     val_idx = set(np.random.default_rng(seed).permutation(len(docs))[:n_val].tolist())
     return [d for i, d in enumerate(docs) if i not in val_idx], [docs[i] for i in sorted(val_idx)]
+
+# %% ../nbs/01_corpus.ipynb #3548599d
+def heldout_document(text, val_fraction, seed):
+    "Whether `text` is held out: its seeded 8-byte hash, read as a number in [0, 1), is below `val_fraction`."
+    h = hashlib.blake2b(text.encode('utf-8'), digest_size=8, key=str(int(seed)).encode())
+    return int.from_bytes(h.digest(), 'little') < val_fraction * 2.0 ** 64
+
+def split_documents(docs, val_fraction, seed):
+    "(train, held-out) documents by `heldout_document`, each in corpus order; `docs` may be any iterable."
+    if not 0 <= val_fraction < 1: raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    train, val = [], []
+    for d in docs: (val if heldout_document(d, val_fraction, seed) else train).append(d)
+    if not train or (val_fraction and not val):
+        raise ValueError(f"{len(train):,} training and {len(val):,} held-out documents at val_fraction {val_fraction}: "
+                         f"{'a held-out document' if train else 'a training document'} is needed; give more documents "
+                         f"or {'a larger' if train else 'a smaller'} val_fraction")
+    return train, val

@@ -21,34 +21,56 @@ import mindspore.dataset as ds
 from mindspore.mindrecord import FileWriter
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'pack_documents', 'mindrecord_files', 'write_mindrecord', 'read_mindrecord',
-           'check_shards']
+__all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
+           'write_mindrecord', 'read_mindrecord', 'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
 IGNORE_INDEX = -100
 
+class Packer:
+    """Documents in, rows of `seq_length + 1` tokens out, one batch of documents at a time: each document is followed
+    by `eos_id`, and the tokens that do not fill a row wait for the next batch (`finish` pads the last row)."""
+    def __init__(self, seq_length, eos_id, pad_id):
+        if seq_length < 1: raise ValueError(f"seq_length must be >= 1, got {seq_length}")
+        if eos_id < 0 or pad_id < 0:
+            raise ValueError(f"eos_id {eos_id} / pad_id {pad_id} must be >= 0: a tokenizer without a pad piece (pad -1, "
+                             "as in LLaMA) pads with eos; use Tokenizer.pad_id, which does that")
+        self.width, self.eos_id, self.pad_id = seq_length + 1, eos_id, pad_id
+        self.carry, self.rows = np.empty(0, np.int32), 0
+
+    def add_flat(self, tokens, lengths):
+        "Full rows (int32 [n, seq_length + 1]) after the documents `tokens` (all concatenated) of `lengths` tokens."
+        lengths = np.asarray(lengths, np.int64); lengths = lengths[lengths > 0]
+        eos_at = len(self.carry) + np.cumsum(lengths + 1) - 1
+        stream = np.full(len(self.carry) + int(lengths.sum()) + len(lengths), self.eos_id, np.int32)
+        stream[:len(self.carry)] = self.carry
+        is_token = np.ones(len(stream), bool); is_token[:len(self.carry)] = False; is_token[eos_at] = False
+        stream[is_token] = tokens
+        n = len(stream) // self.width
+        self.carry, self.rows = stream[n * self.width:], self.rows + n
+        return stream[:n * self.width].reshape(n, self.width)
+
+    def add(self, token_lists):
+        "`add_flat` for a list of token-id lists (empty documents are skipped)."
+        lists = [t for t in token_lists if len(t)]
+        lengths = np.fromiter(map(len, lists), np.int64, count=len(lists))
+        return self.add_flat(np.fromiter(chain.from_iterable(lists), np.int32, count=int(lengths.sum())), lengths)
+
+    def finish(self):
+        "The last row, padded with `pad_id` and labelled IGNORE_INDEX there; (0, width) arrays when nothing is left."
+        c, width = len(self.carry), self.width
+        if not c and not self.rows: raise ValueError("no tokens to pack: every document is empty")
+        ids = np.full((int(c > 1 or (c == 1 and not self.rows)), width), self.pad_id, np.int32)  # 1 token: nothing to predict
+        labels = np.full_like(ids, IGNORE_INDEX)
+        ids[:, :c] = self.carry; labels[:, :c] = self.carry
+        self.carry = self.carry[:0]
+        return dict(input_ids=ids, labels=labels)
+
 def pack_documents(token_lists, seq_length, eos_id, pad_id):
     "Concatenate documents with `eos_id` after each, cut into rows of `seq_length + 1`; pad the last row."
-    if seq_length < 1: raise ValueError(f"seq_length must be >= 1, got {seq_length}")
-    if eos_id < 0 or pad_id < 0:
-        raise ValueError(f"eos_id {eos_id} / pad_id {pad_id} must be >= 0: a tokenizer without a pad piece (pad -1, "
-                         "as in LLaMA) pads with eos; use Tokenizer.pad_id, which does that")
-    lists = [t for t in token_lists if len(t)]
-    if not lists: raise ValueError("no tokens to pack: every document is empty")
-    lens = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    total = int(lens.sum()) + len(lists)
-    stream = np.empty(total, dtype=np.int32)
-    eos_at = np.cumsum(lens + 1) - 1
-    is_token = np.ones(total, dtype=bool); is_token[eos_at] = False
-    stream[is_token] = np.fromiter(chain.from_iterable(lists), dtype=np.int32, count=total - len(lists))
-    stream[eos_at] = eos_id
-    width = seq_length + 1
-    n_rows = -(-total // width)
-    if n_rows > 1 and total % width == 1: n_rows, total = n_rows - 1, total - 1   # nothing to predict in it
-    input_ids = np.full(n_rows * width, pad_id, dtype=np.int32)
-    input_ids[:total] = stream[:total]
-    labels = input_ids.copy(); labels[total:] = IGNORE_INDEX
-    return dict(input_ids=input_ids.reshape(n_rows, width), labels=labels.reshape(n_rows, width))
+    p = Packer(seq_length, eos_id, pad_id)
+    full, last = p.add(token_lists), p.finish()
+    return {k: np.concatenate([full, v]) for k, v in last.items()}
 
 # %% ../nbs/02_data.ipynb #68683813
 def _column(name, col):
@@ -92,11 +114,18 @@ def _header(file):
     except (OSError, ValueError, struct.error): return None
 
 def _family(path):
-    "Existing files written for `path`: the file itself, numbered shards, and their .db index files."
+    "Existing files written for `path`: the file itself, numbered shards, their .db index files and the list of files."
     p = Path(path)
     if not p.parent.is_dir(): return []
-    pat = re.compile(re.escape(p.name) + r'\d*(\.db)?')
+    pat = re.compile(re.escape(p.name) + r'(\d*(\.db)?|\.files)')
     return sorted(f for f in p.parent.iterdir() if pat.fullmatch(f.name) and f.is_file())
+
+def _written_as(p, shards):
+    """The files the set at `p` was written as: the list `MindRecordWriter` leaves beside the files it writes one by one
+    (`<name>.files`), or the shards MindSpore's own writer lists in each file's header."""
+    listing = p.parent / f'{p.name}.files'
+    if listing.is_file(): return json.loads(listing.read_text())
+    return (_header(shards[0]) or {}).get('shard_addresses') or []
 
 def mindrecord_files(path):
     "The data files of the MindRecord dataset at `path` (one file, or shards path0..pathN-1), sorted; [] if none."
@@ -107,11 +136,10 @@ def mindrecord_files(path):
         raise IsADirectoryError(f"{p} is a folder: pass the dataset path inside it, e.g. {p / 'train.mindrecord'}"
                                 + (f" (found: {', '.join(stems)})" if stems else ''))
     if p.is_file(): return [str(p)]
-    shards = [f for f in _family(p) if f.suffix != '.db' and f.name != p.name]
+    shards = [f for f in _family(p) if f.suffix not in ('.db', '.files') and f.name != p.name]
     shards.sort(key=lambda f: int(f.name[len(p.name):]))
     if shards:
-        header = _header(shards[0])
-        listed = header.get('shard_addresses') if header else None
+        listed = _written_as(p, shards)
         if listed and sorted(listed) != sorted(f.name for f in shards):
             missing = sorted(set(listed) - {f.name for f in shards})
             extra = sorted({f.name for f in shards} - set(listed))
@@ -157,50 +185,139 @@ def _write_rows(writer, cols, fast=True):
         status = shard._writer.write_raw_data({}, _row_bytes(cols, fields, s, s + WRITE_BATCH_ROWS), True, False)
         if status != type(status).SUCCESS: raise RuntimeError(f"MindRecord's writer returned {status}")
 
-def _check_written(files, cols, name):
-    "Count the rows in `files` and compare the first and last row with `cols`: nothing dropped, nothing garbled."
-    n = len(next(iter(cols.values())))
+def _check_written(files, cols, name, n=None):
+    """Count the rows in `files` and compare the first and last row with `cols` (all the rows written, or with `n` given,
+    the first and the last of the `n` rows): nothing dropped, nothing garbled."""
+    n = len(next(iter(cols.values()))) if n is None else n
     written = ds.MindDataset(files).get_dataset_size()
     if written != n: raise RuntimeError(f"MindRecord wrote {written} of {n} rows to {name}; nothing was replaced")
-    for i in sorted({0, n - 1}):
+    for i, j in sorted({(0, 0), (n - 1, -1)}):
         got = next(ds.MindDataset(files, columns_list=list(cols), sampler=ds.SequentialSampler(i, 1))
                    .create_tuple_iterator(output_numpy=True, num_epochs=1))
-        if not all(np.array_equal(g, c[i]) for g, c in zip(got, cols.values())):
+        if not all(np.array_equal(g, c[j]) for g, c in zip(got, cols.values())):
             raise RuntimeError(f"row {i} of {name} reads back different from what was written; nothing was replaced")
 
 # %% ../nbs/02_data.ipynb #8ba81fe0
+class MindRecordWriter:
+    """Write a MindRecord set batch by batch, then put it in place atomically. The rows go to a hidden temporary folder
+    next to `path`; `commit` counts and checks them, and only then moves the files in (and removes the old set's). A
+    writer that is not committed (an error, Ctrl-C) leaves nothing behind. Row i goes to file i % shard_num, each file
+    written by its own `FileWriter`, so the files do not depend on how the rows were batched. `file_rows`: start a new
+    group of `shard_num` files when a file holds that many rows (MindRecord indexes a file in memory when it is closed,
+    so this bounds the memory of a set of any size). `row_multiple`: the row count is cut to a multiple of it (the last
+    rows dropped); `max_bytes`: an upper bound of the data, for MindRecord's page and header sizes."""
+    def __init__(self, path, row_length, columns=('input_ids', 'labels'), shard_num=1, overwrite=False, row_multiple=1,
+                 max_bytes=1 << 34, page_size=1 << 23, file_rows=None):
+        path = self.path = Path(path)
+        if path.is_dir(): raise IsADirectoryError(f"{path} is a folder: pass a file path inside it, e.g. {path / 'train.mindrecord'}")
+        if isinstance(shard_num, bool) or not isinstance(shard_num, (int, np.integer)) or shard_num < 1:
+            raise ValueError(f"shard_num must be a positive int, got {shard_num!r}")
+        self.old = _family(path)
+        if self.old and not overwrite:
+            raise FileExistsError(f"{self.old[0]} already exists: pass overwrite=True to replace the MindRecord set "
+                                  f"{path.name}, or choose another path")
+        self.columns, self.length, self.multiple, self.shard_num = list(columns), int(row_length), row_multiple, shard_num
+        self.file_rows, row_bytes = file_rows, self.length * 4 * len(self.columns)
+        self.sizes = _sizes(min(max_bytes // shard_num, (file_rows or 1 << 40) * row_bytes), row_bytes, page_size, 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.work = Path(tempfile.mkdtemp(prefix=f'.{path.name}.', dir=path.parent))
+        self.rows, self.held, self.done, self.group = 0, [], [], []
+
+    def _open_group(self):
+        "The next `shard_num` files: a FileWriter and [rows, first row, last row] each."
+        for k in range(self.shard_num):
+            i = len(self.done) + k
+            name = self.path.name if self.shard_num == 1 and not self.file_rows else f'{self.path.name}{i}'
+            w = FileWriter(str(self.work / name), shard_num=1, overwrite=False)
+            w.set_page_size(self.sizes[0]); w.set_header_size(self.sizes[1])
+            w.add_schema({c: {'type': 'int32', 'shape': [self.length]} for c in self.columns}, 'llmpt_nb packed tokens')
+            self.group.append([w, 0, None, None])
+
+    def _close_group(self):
+        "Commit the open files (MindRecord writes each one's index now) and check their rows."
+        for w, count, first, last in self.group:
+            try: w.commit()
+            except RuntimeError as e: self._failed(e)
+            try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
+                                Path(w._paths[0]).name, count)
+            except BaseException: self.abort(); raise
+            self.done.append(Path(w._paths[0]).name)
+        self.group = []
+
+    def write(self, rows):
+        "Add rows (column -> int32 [N, row_length], validated as `write_mindrecord` does)."
+        cols = _validate_rows(rows)
+        if sorted(cols) != sorted(self.columns) or next(iter(cols.values())).shape[1] != self.length:
+            raise ValueError(f"rows with columns {sorted(cols)} of length {next(iter(cols.values())).shape[1]}; this writer "
+                             f"writes {sorted(self.columns)} of length {self.length}")
+        self.held.append(cols)
+        if sum(len(h[self.columns[0]]) for h in self.held) >= WRITE_BATCH_ROWS + self.multiple:
+            self._flush(keep=self.multiple - 1)    # rows that the cut to row_multiple may drop wait for commit
+
+    def _flush(self, keep):
+        "Write the held rows but the last `keep`: row i of the set to file i % shard_num of the open group."
+        if not self.held: return
+        cols = {k: np.concatenate([h[k] for h in self.held]) for k in self.columns}
+        n, at = max(len(cols[self.columns[0]]) - keep, 0), 0
+        while at < n:
+            if not self.group: self._open_group()
+            room = (self.file_rows * self.shard_num - sum(f[1] for f in self.group)) if self.file_rows else n - at
+            take = min(n - at, room)
+            for k, f in enumerate(self.group):
+                part = {c: v[at + (k - self.rows) % self.shard_num:at + take:self.shard_num] for c, v in cols.items()}
+                m = len(part[self.columns[0]])
+                if not m: continue
+                try: _write_rows(f[0], part)
+                except RuntimeError as e: self._failed(e)
+                f[1] += m
+                if f[2] is None: f[2] = {c: v[0].copy() for c, v in part.items()}
+                f[3] = {c: v[-1].copy() for c, v in part.items()}
+            self.rows, at = self.rows + take, at + take
+            if self.file_rows and sum(f[1] for f in self.group) == self.file_rows * self.shard_num: self._close_group()
+        self.held = [{k: c[n:].copy() for k, c in cols.items()}] if keep else []
+
+    def _failed(self, e):  # MindRecord's C++ writer: a full disk, a file-size limit
+        self.abort()
+        raise OSError(f"could not write the MindRecord set {self.path}: {str(e).strip().splitlines()[0]}. Free disk space "
+                      "or choose another output_dir; nothing was replaced") from None
+
+    def commit(self):
+        "Write what is held (cut to `row_multiple`), check every file's rows and move the files in place; returns the files."
+        held = sum(len(h[self.columns[0]]) for h in self.held)
+        self._flush(keep=(self.rows + held) % self.multiple)
+        if any(f[1] == 0 for f in self.group) or not (self.group or self.done):
+            self.abort()
+            raise ValueError(f"{self.rows} rows for {self.shard_num} MindRecord files of {self.path.name}: every file "
+                             "needs a row; give more text or fewer shards")
+        self._close_group()
+        if len(self.done) > 1 or self.done != [self.path.name]:
+            (self.work / f'{self.path.name}.files').write_text(json.dumps(self.done))
+        new = sorted(os.listdir(self.work))
+        for f in new: os.replace(self.work / f, self.path.parent / f)
+        for f in self.old:
+            if f.name not in new: f.unlink()
+        self.abort()
+        return mindrecord_files(self.path)
+
+    def abort(self):
+        "Remove what was written; the old set, if any, stays as it was."
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    def __enter__(self): return self
+    def __exit__(self, kind, *_):
+        if kind is None: self.files = self.commit()
+        else: self.abort()
+
 def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23):
     "Validate `rows` (column -> int32 [N, L]) and write them atomically as MindRecord at `path`; returns the files."
     cols = _validate_rows(rows)
-    path = Path(path)
-    if path.is_dir(): raise IsADirectoryError(f"{path} is a folder: pass a file path inside it, e.g. {path / 'train.mindrecord'}")
     n, length = next(iter(cols.values())).shape
     if isinstance(shard_num, bool) or not isinstance(shard_num, (int, np.integer)) or not 1 <= shard_num <= n:
         raise ValueError(f"shard_num must be an int between 1 and the {n} rows, got {shard_num!r}")
-    old = _family(path)
-    if old and not overwrite:
-        raise FileExistsError(f"{old[0]} already exists: pass overwrite=True to replace the MindRecord set "
-                              f"{path.name}, or choose another path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f'.{path.name}.', dir=path.parent))
-    try:
-        try:
-            writer = FileWriter(str(work / path.name), shard_num=shard_num, overwrite=False)
-            page, header = _sizes(n * length * 4 * len(cols) // shard_num, length * 4 * len(cols), page_size, shard_num)
-            writer.set_page_size(page); writer.set_header_size(header)
-            writer.add_schema({k: {'type': 'int32', 'shape': [int(length)]} for k in cols}, 'llmpt_nb packed tokens')
-            _write_rows(writer, cols)
-            writer.commit()
-        except RuntimeError as e:  # MindRecord's C++ writer: a full disk, a file-size limit
-            raise OSError(f"could not write the MindRecord set {path}: {str(e).strip().splitlines()[0]}. Free disk space "
-                          "or choose another output_dir; nothing was replaced") from None
-        new = sorted(os.listdir(work))
-        _check_written([str(work / f) for f in new if not f.endswith('.db')], cols, path.name)
-        for f in new: os.replace(work / f, path.parent / f)
-        for f in old:
-            if f.name not in new: f.unlink()
-    finally: shutil.rmtree(work, ignore_errors=True)
-    return mindrecord_files(path)
+    with MindRecordWriter(path, length, list(cols), shard_num, overwrite, max_bytes=n * length * 4 * len(cols),
+                          page_size=page_size) as w:
+        w.write(cols)
+    return w.files
 
 # %% ../nbs/02_data.ipynb #c4430989
 def read_mindrecord(path, batch_size=None, num_shards=None, shard_id=None, shuffle=False, seed=None,

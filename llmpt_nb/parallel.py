@@ -78,7 +78,7 @@ def check_shard_files(path, world_size):
     files = mindrecord_files(path)
     if not files:
         raise FileNotFoundError(f"no MindRecord files at {path}: prepare the data first (llmpt prepare-data)")
-    if len(files) not in (1, world_size):
+    if len(files) != 1 and len(files) % world_size:     # groups of shard_num files (chapter 02c writes several)
         raise ValueError(f"{path} has {len(files)} shard files but this job has {world_size} workers: write the data "
                          f"with shard_num={world_size} (--train_dataset.shard_num={world_size}), or launch "
                          f"{len(files)} workers")

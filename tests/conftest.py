@@ -57,7 +57,7 @@ def built_site(tmp_path_factory, env):
     return out
 
 
-# Two test processes share the 2 cores (each runs MindSpore on one thread: llmpt_nb sets OMP_NUM_THREADS=1), and
+# Three test processes share the 2 cores (a test spends much of its time waiting on the processes it starts), and
 # pytest-xdist's `--dist loadgroup` (pyproject's addopts) keeps together what shares a fixture: a module's tests run
 # in one process (its module fixtures are built once), and so do a chapter's run and the comparison of its outputs
 # (conftest's `run_chapter`), and the two modules that read the built docs site (`built_site`).

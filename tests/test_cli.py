@@ -152,11 +152,12 @@ def two_nodes(args, tmp_path, env):
 
 
 @pytest.mark.parametrize("stage", [0, 2])
-def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
+def test_launch_two_workers_pretrain(tmp_path, env, stage):
     """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data and both ranks end with identical weights.
-    Ctrl-C to the launcher mid-run: every rank finishes the same step, one complete checkpoint is written, the launcher
-    exits 130 and prints the resume command; resuming ends bit-identical to a straight 5-step run. Stage 0 also runs as two
-    nodes (two `llmpt launch` invocations with `--node-rank`), which must end with the one node's weights."""
+    Stage 0 also runs as two nodes (two `llmpt launch` invocations with `--node-rank`), which must end with the one node's
+    weights. Stage 2 (each rank keeps its own optimizer slice, the harder resume) is then stopped: Ctrl-C to the
+    launcher mid-run, every rank finishes the same step, one complete checkpoint is written, the launcher exits 130 and
+    prints the resume command; resuming ends bit-identical to the straight 5-step run."""
     args = ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", "--lr_schedule.total_steps=5",
             "--runner_config.max_steps=5", "--callbacks.save_checkpoint_steps=10",
             f"--parallel.parallel_optimizer_config.zero_stage={stage}"]
@@ -168,8 +169,10 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     if stage == 0:  # multi-node the way it is used: two launches on this machine act as node 0 and node 1
         two_nodes(args, tmp_path, env)
         assert digest(tmp_path / "nodes", 0) == digest(tmp_path / "nodes", 1) == digest(straight, 0)
-    assert len(list((straight / "data").glob("train.mindrecord*"))) == 4     # 2 shards + their .db index files
+    assert len(list((straight / "data").glob("train.mindrecord[0-9]"))) == 2     # one file per rank
     assert {p.name for p in (straight / "logs").iterdir()} >= {"worker_0.log", "worker_1.log"}  # <output_dir>/logs
+    if stage == 0:
+        return
 
     proc = subprocess.Popen([bin_path("llmpt"), *args, f"--output_dir={broken}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -182,8 +185,7 @@ def test_launch_two_workers_pretrain_stop_and_resume(tmp_path, env, stage):
     assert "Traceback" not in err and f"resume with: llmpt launch --workers 2 -- llmpt pretrain" in err, err[-3000:]
     stopped = json.loads(sorted((broken / "checkpoint").glob("step_*.json"))[-1].read_text())["step"]
     assert 1 <= stopped < 5
-    if stage:
-        assert (broken / "checkpoint" / f"step_{stopped}.rank1.ckpt").exists()  # each rank saved its optimizer slice
+    assert (broken / "checkpoint" / f"step_{stopped}.rank1.ckpt").exists()  # each rank saved its optimizer slice
     r = llmpt(*args, f"--output_dir={broken}", "--resume", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"resumed from step {stopped}" in r.stdout

@@ -39,16 +39,23 @@ def test_compressed_corpus_gives_the_same_rows(tmp_path, env):
 def test_sensitive_information_is_masked_by_config(tmp_path, capsys):
     "The packaged config masks e-mail addresses, phone numbers and ID-card numbers, says how many, and can drop instead."
     from llmpt_nb.config import load_config
-    from llmpt_nb.pipeline import load_documents
+    from llmpt_nb.corpus import load_corpus, clean_documents
+    from llmpt_nb.pipeline import load_documents, prepare
+    plain = clean_documents(load_corpus(max_documents=400))            # People's Daily holds none of them
     (tmp_path / "c.txt").write_text("请联系 zhang.san@example.com 报名参加本次活动。\n客服热线 010-51236699，欢迎来电咨询。\n"
-                                    "身份证号 11010519491231002X 的申请人已经通过审核。\n一段没有任何敏感信息的普通文字。\n"
-                                    "另一段同样普通的文字，没有号码。\n", encoding="utf-8")
-    plain = ["一段没有任何敏感信息的普通文字。", "另一段同样普通的文字，没有号码。"]
+                                    "身份证号 11010519491231002X 的申请人已经通过审核。\n" + "".join(p + "\n" for p in plain),
+                                    encoding="utf-8")
     base = [f"train_dataset.corpus={tmp_path / 'c.txt'}", "train_dataset.val_fraction=0.2"]
     train, val = load_documents(load_config(overrides=base))
     assert sorted(train + val) == sorted(["请联系 <email> 报名参加本次活动。", "客服热线 <phone>，欢迎来电咨询。",
                                           "身份证号 <id> 的申请人已经通过审核。", *plain])
+    small = ["processor.tokenizer.vocab_size=2000", "processor.tokenizer.character_coverage=0.98",
+             "model.model_config.vocab_size=2000"]
+    record = prepare(load_config(overrides=base + small), tmp_path / "masked")
     assert "sensitive information (mask): 1 email, 1 id_card, 1 phone" in capsys.readouterr().out
+    assert record["documents"]["train"] + record["documents"]["val"] == len(plain) + 3
     train, val = load_documents(load_config(overrides=base + ["train_dataset.sensitive_info=drop"]))
     assert sorted(train + val) == sorted(plain)
+    record = prepare(load_config(overrides=base + small + ["train_dataset.sensitive_info=drop"]), tmp_path / "dropped")
     assert "3 documents dropped" in capsys.readouterr().out
+    assert record["documents"]["train"] + record["documents"]["val"] == len(plain)
