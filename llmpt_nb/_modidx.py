@@ -738,6 +738,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'llmpt_nb.prepare': { 'llmpt_nb.prepare.Cleaning': ('prepare.html#cleaning', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare._disk_bytes': ('prepare.html#_disk_bytes', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare._max_bytes': ('prepare.html#_max_bytes', 'llmpt_nb/prepare.py'),
+                                  'llmpt_nb.prepare._orphaned': ('prepare.html#_orphaned', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare._split_arrays': ('prepare.html#_split_arrays', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare._start_worker': ('prepare.html#_start_worker', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare._train_docs': ('prepare.html#_train_docs', 'llmpt_nb/prepare.py'),

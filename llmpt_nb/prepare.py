@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import random
 import shutil
+import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
@@ -44,8 +45,15 @@ class Cleaning:
 
 _WORKER = {}
 
+def _orphaned(parent):
+    "In a worker: exit as soon as the process that started it is gone (killed with SIGKILL, it cannot say so)."
+    while os.getppid() == parent: time.sleep(1)
+    os._exit(1)
+
 def _start_worker(model_file, cleaning):
     _WORKER.update(tok=Tokenizer(model_file) if model_file else None, cleaning=cleaning)
+    if multiprocessing.parent_process() is not None:
+        threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
 
 def process_batch(batch):
     """Clean a batch of raw documents, digest them, decide which are held out, and (when the worker has a tokenizer)

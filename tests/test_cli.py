@@ -43,8 +43,8 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
     out = tmp_path / "run"
     r = llmpt("pretrain", "--smoke", f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for f in ["config.yaml", "metrics.jsonl", "loss.png", "tokenizer/tokenizer.model", "data/train.mindrecord",
-              "data/val.mindrecord", "sample.txt", "summary.json"]:
+    for f in ["config.yaml", "metrics.jsonl", "loss.png", "tokenizer/tokenizer.model", "data/prepared.json",
+              "data/train.mindrecord.files", "data/val.mindrecord.files", "sample.txt", "summary.json"]:
         assert (out / f).exists(), f
     s = json.loads((out / "summary.json").read_text())
     assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] and s["roundtrip_exact"] == 1.0
@@ -100,7 +100,7 @@ def test_existing_output_is_refused(tmp_path, env):
     out = tmp_path / "o"
     r = llmpt("prepare-data", *SMALL, f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (out / "data" / "train.mindrecord").exists()
+    assert (out / "data" / "prepared.json").exists() and (out / "data" / "train.mindrecord0").exists()
     check_error(llmpt("prepare-data", *SMALL, f"--output_dir={out}", env=env), "--overwrite")
     r = llmpt("prepare-data", *SMALL, "--overwrite", f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stderr[-3000:]

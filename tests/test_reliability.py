@@ -191,7 +191,7 @@ def test_overwrite_that_succeeds_replaces_the_old_run(base, tmp_path, env):
     out = copy_run(base, tmp_path)
     r = llmpt("prepare-data", *RUN, "--overwrite", f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert not (out / "checkpoint").exists() and (out / "data" / "train.mindrecord").exists()
+    assert not (out / "checkpoint").exists() and (out / "data" / "prepared.json").exists()
     assert not (tmp_path / ".run.replaced").exists()
 
 
