@@ -744,6 +744,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.prepare._train_docs': ('prepare.html#_train_docs', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.copy_tokenizer': ('prepare.html#copy_tokenizer', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.corpus_batches': ('prepare.html#corpus_batches', 'llmpt_nb/prepare.py'),
+                                  'llmpt_nb.prepare.default_workers': ('prepare.html#default_workers', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.load_prepared': ('prepare.html#load_prepared', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.prepare_corpus': ('prepare.html#prepare_corpus', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.prepare_tokenizer': ('prepare.html#prepare_tokenizer', 'llmpt_nb/prepare.py'),

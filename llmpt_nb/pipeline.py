@@ -22,8 +22,9 @@ from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size
 from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
 from .data import read_mindrecord
-from .prepare import (Cleaning, corpus_batches, stream_batches, prepare_corpus, prepare_tokenizer as _tokenizer,
-                              load_prepared, prepared_report, prepared_baselines, MANIFEST)
+from .prepare import (Cleaning, corpus_batches, default_workers, stream_batches, prepare_corpus,
+                              prepare_tokenizer as _tokenizer, load_prepared, prepared_report, prepared_baselines,
+                              MANIFEST)
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
@@ -82,7 +83,7 @@ def prepare_tokenizer(cfg, out, verbose=True):
     vocab_size; returns (tokenizer, its round trip on held-out documents)."""
     td, tc = cfg.train_dataset, cfg.processor.tokenizer
     batches = stream_batches(corpus_batches(td.corpus, td.text_field, td.max_documents), None, _cleaning(cfg),
-                             os.cpu_count() if td.prepare_workers is None else td.prepare_workers)
+                             default_workers(td.prepare_workers))
     tok, _, report = _tokenizer(batches, Path(out) / "tokenizer", tc.vocab_file, tc.vocab_size, tc.character_coverage,
                                 tc.sample_documents, cfg.seed, print if verbose else (lambda *a, **k: None))
     check_vocab_size(tok, cfg.model.model_config.vocab_size)

@@ -30,9 +30,9 @@ from .data import MindRecordWriter, Packer
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
-__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'stream_batches', 'reservoir_sample',
-           'copy_tokenizer', 'prepare_tokenizer', 'prepare_corpus', 'load_prepared', 'prepared_report',
-           'prepared_baselines']
+__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'default_workers', 'stream_batches',
+           'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'prepare_corpus', 'load_prepared',
+           'prepared_report', 'prepared_baselines']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ def corpus_batches(corpus, text_field='text', max_documents=None, size=1000, pro
     docs = iter_documents(corpus, text_field, progress)
     if max_documents: docs = islice(docs, max_documents)
     while batch := list(islice(docs, size)): yield batch
+
+def default_workers(workers=None):
+    "The worker processes to use: `workers`, or one per CPU core when it is None."
+    return os.cpu_count() or 1 if workers is None else workers
 
 def stream_batches(batches, model_file, cleaning, workers=0):
     """`process_batch` over `batches`, in their order, in `workers` processes (0: in this one). At most two batches per
@@ -180,7 +184,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     tokenizer before the data is written. Returns that record."""
     t0, say = time.perf_counter(), print if verbose else (lambda *a, **k: None)
     data_dir = Path(data_dir); data_dir.mkdir(parents=True, exist_ok=True)
-    if workers is None: workers = os.cpu_count() or 1
+    workers = default_workers(workers)
     if (data_dir / MANIFEST).exists(): (data_dir / MANIFEST).unlink()          # incomplete from here on
     elif any(data_dir.glob('*.mindrecord*')) or any(data_dir.glob('.*.mindrecord.*')):
         say(f"{data_dir} holds a preparation that was stopped before it finished (no {MANIFEST}): starting it again")
@@ -207,8 +211,9 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
         writers = dict(train=train_w, val=val_w)
         for b in stream_batches(raw(bar), tok.model_file, cleaning, workers):
             stats.update(b['stats'])
-            new = np.fromiter((seen.add(k) for k in b['keys']), bool, len(b['keys'])) & (b['lengths'] > 0)
+            new = np.fromiter((seen.add(k) for k in b['keys']), bool, len(b['keys']))
             stats['dropped: duplicate'] += int((~new).sum())
+            new &= b['lengths'] > 0                                 # no tokens: nothing to pack or count
             for split, mask in (('train', new & ~b['heldout']), ('val', new & b['heldout'])):
                 if not mask.any(): continue
                 toks, lengths, chars = _split_arrays(b, mask)
