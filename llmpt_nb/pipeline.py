@@ -4,13 +4,13 @@
 
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'data_folder', 'prepare_tokenizer',
-           'prepare', 'check_output_dir', 'stopped_preparation', 'run_folder', 'prepare_output_dir', 'resume_config',
-           'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained', 'config_callbacks',
-           'build_model', 'existing_data', 'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes',
-           'sample_text', 'finish_run', 'pretrain']
+           'prepare', 'check_output_dir', 'stopped_preparation', 'run_folder', 'prepare_output_dir', 'run_lock',
+           'resume_config', 'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained',
+           'config_callbacks', 'build_model', 'existing_data', 'weights_digest', 'fit_on_every_rank', 'start_run',
+           'record_changes', 'sample_text', 'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
-import functools, hashlib, json, os, shutil, time
+import fcntl, functools, hashlib, json, os, shutil, sys, time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from dataclasses import asdict
@@ -24,7 +24,7 @@ from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RUL
 from .data import read_mindrecord
 from .prepare import (Cleaning, corpus_batches, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer as _tokenizer, load_prepared, prepared_report, prepared_baselines,
-                              MANIFEST)
+                              verify_data, MANIFEST)
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
@@ -191,6 +191,29 @@ def prepare_output_dir(cfg, overwrite=False):
     with run_folder(cfg, overwrite) as (out, _):
         return out
 
+# %% ../nbs/10_pretrain.ipynb #00e2eb75
+@contextmanager
+def run_lock(output_dir, rank=0, say=print):
+    """Hold `output_dir`'s lock while this process runs there (rank 0 only: the ranks of one job share the folder); a
+    second holder is refused with an OSError naming the first. A lock whose process is gone is taken over, said so."""
+    if rank != 0:
+        yield; return
+    out = check_output_dir(output_dir)                       # a folder that can be written, or a clear error
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "a+", encoding="utf-8") as f:
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise BlockingIOError(f"output_dir {out} is in use by {f.read().strip() or 'another process'}: wait for "
+                                  "that run to end (or stop it), or choose another --output_dir") from None
+        f.seek(0); gone = f.read().strip()
+        if gone: say(f"{out}: taking over the lock of {gone}, which is gone (it was stopped or killed)")
+        f.seek(0); f.truncate()
+        f.write(f"process {os.getpid()} ({' '.join([Path(sys.argv[0]).name, *sys.argv[1:]])[:160]}), "
+                f"started {time.strftime('%Y-%m-%d %H:%M:%S')}"); f.flush()
+        try: yield
+        finally: f.seek(0); f.truncate()                     # a clean end leaves the file empty
+
 # %% ../nbs/10_pretrain.ipynb #8524352a
 RESUME_MAY_CHANGE = ("runner_config.max_steps", "runner_config.epochs", "callbacks.log_interval",
                      "callbacks.eval_interval", "callbacks.eval_batches", "callbacks.save_checkpoint_steps",
@@ -315,6 +338,7 @@ def existing_data(cfg, out):
     folder = data_folder(cfg, out)
     try:
         record = load_prepared(folder)
+        verify_data(folder, record)                       # before MindRecord reads a row of it
         tok = load_tokenizer(Path(out) / "tokenizer")
         counts = {n: read_mindrecord(folder / f"{n}.mindrecord").get_dataset_size() for n in ("train", "val")}
     except (FileNotFoundError, OSError) as e:
@@ -426,27 +450,29 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     set_context(cfg.context, cfg.seed, cfg.amp_level)
     rank, world = init_distributed()
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
-    resumed, changes, at = resume or cfg.resume_training, {}, 0
-    if resumed:
-        cfg, changes, at = resume_config(cfg, overrides, allow_changes)
-    if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
-        raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
-                         "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
-    check_memory(cfg, world)
-    new_folder = not resumed and rank == 0
-    with run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None)) as (out, commit):
-        run = start_run(cfg, out, rank, world, resumed, live, verbose)
-        if commit:
-            commit()  # the new run has started: only now does the run it replaces go
-    if changes and rank == 0:
-        say("resuming with changed settings: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()))
-        record_changes(out, cfg, changes, at)
-    history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
-    if other_rank:
-        return other_rank
-    summary = finish_run(cfg, run, out, time.time() - t0)
-    say(f"sample: {summary['sample']}")
-    if "baselines" in summary:
-        say(format_baselines(run.baselines, summary["eval_loss"]))
-    say(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} in {summary['seconds']:.0f} s; outputs in {out}")
-    return summary
+    with run_lock(cfg.output_dir, rank, say):          # one run per folder, until this one ends
+        resumed, changes, at = resume or cfg.resume_training, {}, 0
+        if resumed:
+            cfg, changes, at = resume_config(cfg, overrides, allow_changes)
+        if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
+            raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
+                             "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
+        check_memory(cfg, world)
+        new_folder = not resumed and rank == 0
+        folder = run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None))
+        with folder as (out, commit):
+            run = start_run(cfg, out, rank, world, resumed, live, verbose)
+            if commit:
+                commit()  # the new run has started: only now does the run it replaces go
+        if changes and rank == 0:
+            say("resuming with changed settings: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()))
+            record_changes(out, cfg, changes, at)
+        history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
+        if other_rank:
+            return other_rank
+        summary = finish_run(cfg, run, out, time.time() - t0)
+        say(f"sample: {summary['sample']}")
+        if "baselines" in summary:
+            say(format_baselines(run.baselines, summary["eval_loss"]))
+        say(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} in {summary['seconds']:.0f} s; outputs in {out}")
+        return summary

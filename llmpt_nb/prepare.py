@@ -5,6 +5,7 @@
 # %% ../nbs/02c_prepare.ipynb #111c416a
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import multiprocessing
@@ -14,8 +15,9 @@ import shutil
 import threading
 import time
 from collections import Counter, deque
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from itertools import chain, islice
 from pathlib import Path
@@ -31,8 +33,8 @@ from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
 __all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'default_workers', 'stream_batches',
-           'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'prepare_corpus', 'load_prepared',
-           'prepared_report', 'prepared_baselines']
+           'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'WriterProcess', 'prepare_corpus',
+           'load_prepared', 'prepared_report', 'prepared_baselines', 'file_digests', 'data_files', 'verify_data']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -50,10 +52,14 @@ def _orphaned(parent):
     while os.getppid() == parent: time.sleep(1)
     os._exit(1)
 
-def _start_worker(model_file, cleaning):
-    _WORKER.update(tok=Tokenizer(model_file) if model_file else None, cleaning=cleaning)
+def _watch_parent():
+    "In a worker process, a thread that ends it when its parent is gone."
     if multiprocessing.parent_process() is not None:
         threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
+
+def _start_worker(model_file, cleaning):
+    _WORKER.update(tok=Tokenizer(model_file) if model_file else None, cleaning=cleaning)
+    _watch_parent()
 
 def process_batch(batch):
     """Clean a batch of raw documents, digest them, decide which are held out, and (when the worker has a tokenizer)
@@ -84,6 +90,10 @@ def default_workers(workers=None):
     "The worker processes to use: `workers`, or one per CPU core when it is None."
     return os.cpu_count() or 1 if workers is None else workers
 
+def _context():
+    "Worker processes by fork where there is one (they start in milliseconds), else by spawn."
+    return multiprocessing.get_context('fork' if 'fork' in multiprocessing.get_all_start_methods() else 'spawn')
+
 def stream_batches(batches, model_file, cleaning, workers=0):
     """`process_batch` over `batches`, in their order, in `workers` processes (0: in this one). At most two batches per
     worker are in flight, so memory is bounded whatever the corpus size."""
@@ -91,9 +101,7 @@ def stream_batches(batches, model_file, cleaning, workers=0):
         _start_worker(model_file, cleaning)
         yield from map(process_batch, batches)
         return
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context('fork' if 'fork' in methods else 'spawn')  # fork: workers start in milliseconds
-    with ProcessPoolExecutor(workers, ctx, initializer=_start_worker, initargs=(model_file, cleaning)) as pool:
+    with ProcessPoolExecutor(workers, _context(), initializer=_start_worker, initargs=(model_file, cleaning)) as pool:
         pending = deque()
         try:
             for b in batches:
@@ -132,7 +140,7 @@ def _disk_bytes(files): return sum(Path(f).stat().st_size for f in files)
 
 def _max_bytes(files, fraction=1.0):
     "An upper bound of the packed rows' bytes: at most one token (two int32 columns) per text byte, plus EOS."
-    text = sum(Path(f).stat().st_size * (10 if Path(f).suffix.lower() in COMPRESSED else 1) for f in files)
+    text = sum(Path(f).stat().st_size * (10 if Path(f).suffix.lower() in COMPRESSED + ('.parquet',) else 1) for f in files)
     return int(16 * text * min(1.0, 3 * fraction) + (1 << 20))
 
 def _train_docs(batches, heldout, keep=2000):
@@ -169,6 +177,63 @@ def prepare_tokenizer(batches, folder, vocab_file=None, vocab_size=4500, charact
         f"({'all' if len(texts) == n else 'a seeded sample'}) in {time.perf_counter() - t0:.0f} s")
     return tok, dict(sample_documents=len(texts), training_documents=n), roundtrip_report(tok, heldout)
 
+# %% ../nbs/02c_prepare.ipynb #ac96bf49
+_WRITERS = {}
+
+def _open_writers(specs):
+    _watch_parent()
+    _WRITERS.clear(); _WRITERS.update({s: MindRecordWriter(**kw) for s, kw in specs.items()})
+
+def _write_split(split, rows): _WRITERS[split].write(rows)
+
+def _abort_writers():
+    for w in _WRITERS.values(): w.abort()
+    _WRITERS.clear()
+
+def _commit_writers():
+    try:
+        for w in _WRITERS.values(): w.commit()
+        return {s: w.rows for s, w in _WRITERS.items()}
+    finally: _abort_writers()
+
+class WriterProcess:
+    """`MindRecordWriter`s (split -> its keyword arguments), in a process of their own when `separate`, else in this one.
+    `write(split, rows)` sends rows, at most `in_flight` messages ahead of the writer; leaving the `with` block commits
+    every set (`rows`: split -> rows written), or, on an error, removes them."""
+    def __init__(self, specs, separate=True, in_flight=16):
+        self.pool, self.pending, self.in_flight, self.rows = None, deque(), in_flight, None
+        if separate: self.pool = ProcessPoolExecutor(1, _context())
+        self._call(_open_writers, specs)              # a task, not the initializer: its errors come back as they are
+
+    @staticmethod
+    def _result(future):
+        try: return future.result()
+        except BrokenProcessPool:
+            raise RuntimeError("the process writing MindRecord died (killed, or out of memory): nothing was written; "
+                               "run again") from None
+
+    def _call(self, fn, *args):
+        if self.pool is None: return fn(*args)
+        self.pending.append(self.pool.submit(fn, *args))
+        while len(self.pending) > self.in_flight: self._result(self.pending.popleft())
+
+    def write(self, split, rows): self._call(_write_split, split, rows)
+
+    def __enter__(self): return self
+    def __exit__(self, kind, *_):
+        if self.pool is None:
+            if kind is None: self.rows = _commit_writers()
+            else: _abort_writers()
+            return
+        try:
+            if kind is None:
+                while self.pending: self._result(self.pending.popleft())     # a write's error, as it was raised
+                self.rows = self._result(self.pool.submit(_commit_writers))
+        finally:
+            if self.rows is None:
+                with suppress(Exception): self.pool.submit(_abort_writers).result()
+            self.pool.shutdown(cancel_futures=True)
+
 # %% ../nbs/02c_prepare.ipynb #bef596bf
 def _split_arrays(b, mask):
     "Tokens, lengths and characters of the documents of batch `b` selected by `mask`."
@@ -204,11 +269,11 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     docs, tokens = Counter(), Counter()
     bar = tqdm(total=total, unit='B', unit_scale=True, desc='prepare', disable=None if verbose else True)
     file_rows = FILE_BYTES // (width * 8)            # a new group of files every 128 MB: bounded index memory
-    with bar, MindRecordWriter(data_dir / 'train.mindrecord', width, shard_num=shard_num, overwrite=True,
-                               row_multiple=shard_num, max_bytes=_max_bytes(files), file_rows=file_rows) as train_w, \
-              MindRecordWriter(data_dir / 'val.mindrecord', width, overwrite=True,
-                               max_bytes=_max_bytes(files, val_fraction), file_rows=file_rows) as val_w:
-        writers = dict(train=train_w, val=val_w)
+    specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, shard_num=shard_num, overwrite=True,
+                            row_multiple=shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
+                 val=dict(path=data_dir / 'val.mindrecord', row_length=width, overwrite=True,
+                          max_bytes=_max_bytes(files, val_fraction), file_rows=file_rows))
+    with bar, WriterProcess(specs, separate=workers > 0) as out:
         for b in stream_batches(raw(bar), tok.model_file, cleaning, workers):
             stats.update(b['stats'])
             new = np.fromiter((seen.add(k) for k in b['keys']), bool, len(b['keys']))
@@ -220,7 +285,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                 (counter.add_heldout_flat(toks, lengths, chars) if split == 'val' else
                  counter.add_train_flat(toks, lengths))
                 rows = packers[split].add_flat(toks, lengths)
-                if len(rows): writers[split].write(dict(input_ids=rows, labels=rows))
+                if len(rows): out.write(split, dict(input_ids=rows, labels=rows))
                 docs[split] += int(mask.sum()); tokens[split] += int(lengths.sum())
             n_heldout += int((new & b['heldout']).sum())
             failures += [f for f in b['failures'] if new[f[0]]][:max(0, 20 - len(failures))]
@@ -233,17 +298,18 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                              "lower min_chars or change val_fraction")
         for split, p in packers.items():
             last = p.finish()
-            if len(last['input_ids']): writers[split].write(last)
-    rows = {s: w.rows for s, w in writers.items()}
-    try: baselines = asdict(counter.baselines())
-    except ValueError as e: baselines = None; say(f"no counting baselines: {e}")
+            if len(last['input_ids']): out.write(split, last)
+        try: baselines = asdict(counter.baselines())               # while the writer closes its last files
+        except ValueError as e: baselines = None; say(f"no counting baselines: {e}")
+    rows = out.rows
     seconds, encoding = time.perf_counter() - t0, time.perf_counter() - t1
     record = dict(corpus=str(corpus), data_dir=str(data_dir), files=[[str(f), Path(f).stat().st_size] for f in files], bytes=total,
                   settings=dict(seq_length=seq_length, text_field=text_field, max_documents=max_documents,
                                 shard_num=shard_num, **asdict(cleaning)),
                   tokenizer=dict(model_file=str(tok.model_file), vocab_size=tok.vocab_size, trained=sample is not None,
                                  **(sample or {})),
-                  documents=dict(docs), tokens=dict(tokens), rows=rows, cleaning=dict(stats),
+                  documents=dict(docs), tokens=dict(tokens), rows=rows, data_files=file_digests(data_files(data_dir)),
+                  cleaning=dict(stats),
                   roundtrip=dict(n_lines=n_heldout, n_failed=n_failed, examples=failures),
                   baselines=baselines, workers=workers, seconds=round(seconds, 2), encoding_seconds=round(encoding, 2),
                   tokens_per_second=round(sum(tokens.values()) / encoding))
@@ -269,3 +335,35 @@ def prepared_baselines(record):
     "The counting baselines of a preparation record (chapter 02b's `Baselines`), or None."
     b = record['baselines']
     return b and Baselines(BaselineScore(**b['unigram']), BaselineScore(**b['bigram']), b['lam'])
+
+# %% ../nbs/02c_prepare.ipynb #8b16fd5e
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, 'rb') as f:
+        while chunk := f.read(1 << 20): h.update(chunk)
+    return h.hexdigest()
+
+def file_digests(files):
+    "{name: [bytes, sha256]} of `files`, hashed in threads, one per core."
+    with ThreadPoolExecutor(default_workers()) as pool:
+        return {Path(f).name: [Path(f).stat().st_size, d] for f, d in zip(files, pool.map(_sha256, files))}
+
+def data_files(data_dir):
+    "Every file of the train and val MindRecord sets in `data_dir`: data, index (.db) and file list."
+    return sorted(f for s in ('train', 'val') for f in Path(data_dir).glob(f'{s}.mindrecord*'))
+
+def verify_data(data_dir, record, digests=True):
+    """Refuse the data in `data_dir` if a file `record` lists is missing, has another size, or (`digests`) other bytes
+    than when it was written; the error names every such file."""
+    listed, data_dir = record.get('data_files', {}), Path(data_dir)
+    sizes = {n: (data_dir / n).stat().st_size if (data_dir / n).is_file() else None for n in listed}
+    bad = [f"{n} is missing" if sizes[n] is None else f"{n} has {sizes[n]:,} bytes, not the {size:,} written"
+           for n, (size, _) in listed.items() if sizes[n] != size]
+    if not bad and digests:
+        now = file_digests([data_dir / n for n in listed])
+        bad = [f"{n} has other bytes than were written (SHA-256 {now[n][1][:12]}..., not {d[:12]}...)"
+               for n, (_, d) in listed.items() if now[n][1] != d]
+    if bad:
+        raise ValueError(f"the prepared data in {data_dir} changed since it was written: {'; '.join(bad)}. Training "
+                         "would read damaged rows, or crash in MindRecord's reader: prepare the data again (for a run "
+                         "folder, `llmpt pretrain --overwrite` starts the run over)")

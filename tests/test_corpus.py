@@ -1,5 +1,6 @@
-"""Corpora as they ship: compressed `.txt` / `.jsonl` files (another text field included) give the run the same data as
-the plain files, through `llmpt prepare-data` as a user runs it."""
+"""Corpora as they ship: compressed `.txt` / `.jsonl` files (another text field included), Parquet files and `datasets`
+folders written by save_to_disk give the run the same data as the plain files, through `llmpt prepare-data` and
+`llmpt pretrain` as a user runs them."""
 import gzip, hashlib, json
 import zstandard
 from test_cli import llmpt
@@ -34,6 +35,34 @@ def test_compressed_corpus_gives_the_same_rows(tmp_path, env):
     assert digests[0] == digests[1]
     r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus={packed}", f"--output_dir={tmp_path / 'wrong'}", env=env)
     assert r.returncode == 2 and "b.jsonl.gz:1: no string field 'text'" in r.stderr and "text_field" in r.stderr, r.stderr
+    out = tmp_path / "trained"                                       # and a run trains on the compressed folder
+    r = llmpt("pretrain", "--smoke", f"--train_dataset.corpus={packed}", "--train_dataset.text_field=body",
+              f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] and rows_digest(out) == digests[0]
+
+
+def test_parquet_and_saved_dataset_give_the_same_rows(tmp_path, env):
+    "A Parquet file and a `datasets` save_to_disk folder (two Arrow shards) of the same documents: the same rows."
+    import datasets, pyarrow as pa, pyarrow.parquet as pq
+    from llmpt_nb.corpus import load_corpus
+    docs = load_corpus(max_documents=300)
+    (tmp_path / "plain.txt").write_text("".join(d + "\n" for d in docs), encoding="utf-8")
+    pq.write_table(pa.table({"id": list(range(300)), "text": docs}), tmp_path / "docs.parquet", row_group_size=64)
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_dict({"content": docs}).save_to_disk(tmp_path / "saved", num_shards=2)
+    digests = []
+    for corpus, field in [("plain.txt", "text"), ("docs.parquet", "text"), ("saved", "content")]:
+        out = tmp_path / f"run_{corpus}"
+        r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus={tmp_path / corpus}",
+                  f"--train_dataset.text_field={field}", f"--output_dir={out}", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        digests.append(rows_digest(out))
+    assert digests[0] == digests[1] == digests[2]
+    r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus={tmp_path / 'saved'}", f"--output_dir={tmp_path / 'x'}",
+              env=env)
+    assert r.returncode == 2 and "no column 'text' (columns: ['content'])" in r.stderr and "text_field" in r.stderr, r.stderr
 
 
 def test_sensitive_information_is_masked_by_config(tmp_path, capsys):

@@ -195,6 +195,34 @@ def test_overwrite_that_succeeds_replaces_the_old_run(base, tmp_path, env):
     assert not (tmp_path / ".run.replaced").exists()
 
 
+def lock_holder(out, proc, timeout=300):
+    "Wait until `proc` holds the lock of run folder `out`."
+    lock, deadline = out.parent / f".{out.name}.lock", time.time() + timeout
+    while not (lock.exists() and f"process {proc.pid} " in lock.read_text()):
+        assert proc.poll() is None and time.time() < deadline, "the run never took its folder's lock"
+        time.sleep(0.2)
+
+
+def test_one_run_per_folder(tmp_path, env):
+    "A second run into a folder in use is refused, naming the first, which finishes as if alone; a killed run's lock is taken over."
+    out = tmp_path / "run"
+    first = start(["pretrain", *RUN, "--runner_config.max_steps=30", f"--output_dir={out}"], env)
+    lock_holder(out, first)
+    for command in ["pretrain", "prepare-data"]:
+        check_error(llmpt(command, *RUN, "--overwrite", f"--output_dir={out}", env=env),
+                    f"output_dir {out} is in use by process {first.pid} (llmpt pretrain")
+    check_error(llmpt("pretrain", "--resume", f"--output_dir={out}", env=env), f"is in use by process {first.pid}")
+    assert first.wait(timeout=900) == 0, first.stderr.read()[-3000:]
+    assert sorted(losses(out)) == list(range(1, 31)) and no_duplicate_steps(out)
+    assert sorted(p.name for p in (out / "checkpoint").glob("step_*.ckpt"))[-1:] == ["step_30.ckpt"]
+    killed = start(["pretrain", *RUN, "--runner_config.max_steps=30", "--overwrite", f"--output_dir={out}"], env)
+    wait_for_step(killed, 2)                                         # training: the run it replaced is gone
+    killed.kill(); killed.wait()
+    r = llmpt("prepare-data", *RUN, "--overwrite", f"--output_dir={out}", env=env)
+    assert r.returncode == 0 and f"taking over the lock of process {killed.pid} (llmpt pretrain" in r.stdout, r.stderr[-3000:]
+    assert (out.parent / ".run.lock").read_text() == ""
+
+
 # --- damaged checkpoints ----------------------------------------------------------------------------------------------
 def damage(path, how):
     data = bytearray(path.read_bytes())
@@ -236,6 +264,16 @@ def test_resume_from_a_truncated_newest_checkpoint(base, tmp_path, env):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "skipping the damaged checkpoint step_6.ckpt" in r.stderr and "resumed from step 4" in r.stdout
     assert losses(out) == pytest.approx(losses(base), abs=0) and no_duplicate_steps(out)   # steps 5, 6 trained again
+
+
+@pytest.mark.parametrize("how", ["flip a bit", "truncate"])
+def test_changed_data_shard_is_refused_by_name(base, tmp_path, env, how):
+    "A data shard changed after it was written is refused before MindRecord reads it (it used to crash with SIGSEGV)."
+    out = copy_run(base, tmp_path)
+    shard = sorted((out / "data").glob("train.mindrecord[0-9]"))[0]
+    damage(shard, how)
+    check_error(llmpt("pretrain", "--resume", f"--output_dir={out}", env=env),
+                "changed since it was written", shard.name, "bytes", "--overwrite")
 
 
 def test_nonfinite_state_is_never_saved(base, tmp_path, env):
