@@ -16,7 +16,7 @@ child's (`ru_maxrss`). For llmpt_nb the run also times `verify_data` on the shar
 every run start checks before it reads them).
 
     pip install datasets            # the reference only
-    python benchmarks/data_prep.py [--sizes 100M,1G,4G] [--folder /tmp/llmpt_corpora] [--keep]
+    python benchmarks/data_prep.py [--sizes 100M,1G,4G] [--folder /tmp/llmpt_corpora] [--keep] [--seq-length 128]
 
 Results go to results/data_prep.json; the rows of sizes not measured in a run are kept from the earlier one.
 """
@@ -53,10 +53,10 @@ def peak_mb():
     return round(me), round(kids)
 
 
-def run_llmpt(corpus, out, tokenizer):
+def run_llmpt(corpus, out, tokenizer, seq_length=128):
     from llmpt_nb.prepare import prepare_corpus, verify_data
     t = time.perf_counter()
-    r = prepare_corpus(corpus, out, seq_length=128, vocab_file=tokenizer, verbose=False)
+    r = prepare_corpus(corpus, out, seq_length=seq_length, vocab_file=tokenizer, verbose=False)
     seconds = time.perf_counter() - t
     t = time.perf_counter()
     verify_data(out, r)                            # what every run start does before it reads the shards
@@ -66,7 +66,7 @@ def run_llmpt(corpus, out, tokenizer):
                 verify_seconds=round(time.perf_counter() - t, 2))
 
 
-def run_reference(corpus, out, tokenizer):
+def run_reference(corpus, out, tokenizer, seq_length=None):   # no rows: the sequence length plays no part
     import numpy as np
     import datasets
     import sentencepiece as spm
@@ -92,7 +92,7 @@ def run_reference(corpus, out, tokenizer):
     return dict(seconds=time.perf_counter() - t, tokens=total, documents=len(ds))
 
 
-def run_lists(corpus, out, tokenizer):
+def run_lists(corpus, out, tokenizer, seq_length=128):
     from llmpt_nb.corpus import load_corpus, clean_documents, split_documents
     from llmpt_nb.tokenizer import load_tokenizer
     from llmpt_nb.data import pack_documents, write_mindrecord
@@ -104,22 +104,22 @@ def run_lists(corpus, out, tokenizer):
     for name, docs in (("train", train), ("val", val)):
         ids = tok.encode(docs)
         tokens += sum(map(len, ids)) + len(ids)
-        write_mindrecord(pack_documents(ids, 128, tok.eos_id, tok.pad_id), out / f"{name}.mindrecord")
+        write_mindrecord(pack_documents(ids, seq_length, tok.eos_id, tok.pad_id), out / f"{name}.mindrecord")
     tokenizer_baselines(tok, train, val)          # the pipeline counted them from the same lists
     return dict(seconds=time.perf_counter() - t, tokens=tokens, documents=len(train) + len(val))
 
 
-def child(kind, corpus, out, tokenizer):
+def child(kind, corpus, out, tokenizer, seq_length):
     import llmpt_nb  # noqa: F401  OMP_NUM_THREADS before MindSpore
     result = dict(kind=kind, **{"llmpt_nb": run_llmpt, "reference": run_reference, "lists": run_lists}[kind](
-        Path(corpus), Path(out), tokenizer))
+        Path(corpus), Path(out), tokenizer, int(seq_length)))
     result["main_mb"], result["children_mb"] = peak_mb()
     print(json.dumps(result))
 
 
-def measure(kind, corpus, tokenizer, work):
+def measure(kind, corpus, tokenizer, work, seq_length):
     out = Path(tempfile.mkdtemp(dir=work))
-    r = subprocess.run([sys.executable, __file__, "--child", kind, str(corpus), str(out), tokenizer],
+    r = subprocess.run([sys.executable, __file__, "--child", kind, str(corpus), str(out), tokenizer, str(seq_length)],
                        capture_output=True, text=True)
     subprocess.run(["rm", "-rf", str(out)])
     if r.returncode:
@@ -133,7 +133,9 @@ def main():
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "llmpt_corpora"))
     ap.add_argument("--lists-up-to", default="100M", help="the lists path only on corpora up to this size")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpora for the next run")
-    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--seq-length", type=int, default=128, help="row length - 1; other than 128, results go to "
+                    "results/data_prep_seqN.json")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         return child(*a.child)
@@ -147,14 +149,14 @@ def main():
     if not Path(tokenizer).exists():
         train_tokenizer(load_corpus(), folder / "pd4500", vocab_size=4500)
     size_of = lambda s: int(float(s[:-1]) * SIZES[s[-1].upper()])
-    print(f"tokenizer: People's Daily, 4,500 pieces; seq_length 128; {os.cpu_count()} cores")
+    print(f"tokenizer: People's Daily, 4,500 pieces; seq_length {a.seq_length}; {os.cpu_count()} cores")
     print(f"{'corpus':>7} {'path':<10} {'seconds':>8} {'M tokens':>9} {'M tok/s':>8} {'peak MB':>8} {'workers MB':>10}")
     rows = []
     for s in a.sizes.split(","):
         corpus = make_corpus(folder / f"corpus_{s}.txt", size_of(s))
         kinds = ["llmpt_nb", "reference"] + (["lists"] if size_of(s) <= size_of(a.lists_up_to) else [])
         for kind in kinds:
-            r = dict(measure(kind, corpus, tokenizer, folder), size=s)
+            r = dict(measure(kind, corpus, tokenizer, folder, a.seq_length), size=s, seq_length=a.seq_length)
             rows.append(r)
             if "error" in r:
                 print(f"{s:>7} {kind:<10} failed: {r['error']}")
@@ -163,7 +165,8 @@ def main():
                   f"{r['tokens'] / r['seconds'] / 1e6:>8.2f} {r['main_mb']:>8,} {r['children_mb']:>10,}", flush=True)
         if not a.keep:
             corpus.unlink()
-    out = Path(__file__).parent / "results" / "data_prep.json"
+    name = "data_prep.json" if a.seq_length == 128 else f"data_prep_seq{a.seq_length}.json"
+    out = Path(__file__).parent / "results" / name
     out.parent.mkdir(exist_ok=True)
     measured = {r["size"] for r in rows}                 # sizes not measured now keep their earlier rows
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["size"] not in measured]
