@@ -29,7 +29,8 @@ SETTINGS = {
     "vocab 4500, d128 x4, seq 128, tied, lr 5e-3, 2000 steps": SMALL_VOCAB + SEQ128 + [
         f"{M}hidden_size=128", f"{M}intermediate_size=352", f"{M}tie_word_embeddings=true",
         "lr_schedule.learning_rate=5e-3", "runner_config.max_steps=2000"],
-    "the default at 1200 steps": ["runner_config.max_steps=1200"],
+    "lr 5e-3, 1200 steps": ["lr_schedule.learning_rate=5e-3", "runner_config.max_steps=1200"],
+    "lr 5e-3 (the default before 3e-3)": ["lr_schedule.learning_rate=5e-3"],
     "default": [],
 }
 

@@ -257,7 +257,7 @@ def resume(self: CheckpointMonitor, tr):
     load_checked(state_params(tr), ckpt)
     if sharded_state(tr):
         load_checked(moments(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}.ckpt"))
-    tr.state.update({k: meta[k] for k in tr.state})
+    tr.state.update({k: meta.get(k, v) for k, v in tr.state.items()})   # a key newer than the checkpoint keeps its start
     np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
     self.saved_step = tr.step
     cut_metrics(tr, tr.step)

@@ -42,8 +42,11 @@ def reviews_folder():
     return folder
 
 def load_domain_documents(corpus="reviews", max_documents=None, min_chars=8, seed=0):
-    "Cleaned documents of `corpus` ('reviews', 'default' or a path); a seeded random sample of `max_documents`."
-    docs = clean_documents(load_corpus(reviews_folder() if corpus == "reviews" else corpus), min_chars=min_chars)
+    """Cleaned documents of `corpus` ('reviews', 'default', a path, or a blend of them: chapter 01's `{path, weight}`
+    entries); a seeded random sample of `max_documents`."""
+    named = lambda path: reviews_folder() if str(path) == "reviews" else path
+    source = [dict(e, path=str(named(e["path"]))) for e in corpus] if isinstance(corpus, (list, tuple)) else named(corpus)
+    docs = clean_documents(load_corpus(source), min_chars=min_chars)
     if max_documents and len(docs) > max_documents:
         keep = np.sort(np.random.default_rng(seed).permutation(len(docs))[:max_documents])
         docs = [docs[i] for i in keep]

@@ -22,9 +22,9 @@ import zstandard
 
 # %% auto #0
 __all__ = ['COMPRESSED', 'FORMATS', 'TABLES', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
-           'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'mask_sensitive', 'digest', 'SeenDigests',
-           'clean_document', 'iter_clean', 'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val',
-           'heldout_document', 'split_documents']
+           'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'blend_entries', 'iter_blend',
+           'mask_sensitive', 'digest', 'SeenDigests', 'clean_document', 'iter_clean', 'clean_documents',
+           'split_sentences', 'chunk_document', 'split_train_val', 'heldout_document', 'split_documents']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -139,7 +139,8 @@ def _corpus_files(root):
 
 # %% ../nbs/01_corpus.ipynb #7dfa670d
 def corpus_files(source='default'):
-    "The files `iter_documents(source)` reads, in the order it reads them."
+    "The files `iter_documents(source)` reads, in the order it reads them (of every source of a blend, in its order)."
+    if isinstance(source, (list, tuple)): return [f for e in blend_entries(source) for f in corpus_files(e['path'])]
     if source is None or str(source) == 'default': return [default_corpus_file()]
     root = Path(source)
     if not root.exists():
@@ -155,7 +156,11 @@ def corpus_files(source='default'):
 def iter_documents(source='default', text_field='text', progress=None):
     """The documents of People's Daily ('default'/None), of a corpus file, or of every corpus file under a folder, one
     at a time: files are read line by line, so memory does not grow with the corpus. `progress(n)`: told the bytes
-    read from disk, now and then (`corpus_files` gives the files, and so the total)."""
+    read from disk, now and then (`corpus_files` gives the files, and so the total). A list of `{path, weight}`
+    entries is a blend (`iter_blend`, below)."""
+    if isinstance(source, (list, tuple)):
+        yield from (doc for _, doc in iter_blend(source, text_field, progress))
+        return
     files = corpus_files(source)
     if source is None or str(source) == 'default':
         yield from _people_daily(files[0], progress)
@@ -216,6 +221,39 @@ def _table_documents(path, text_field='text', progress=None):
     except (pa.ArrowInvalid, OSError) as e:
         raise ValueError(f"{path} cannot be read as {Path(path).suffix} ({str(e).splitlines()[0]}): the file is damaged "
                          "or not of that format; write it again") from None
+
+# %% ../nbs/01_corpus.ipynb #e2956f48
+def blend_entries(source):
+    """The entries of a blended corpus, a list of `{path, weight}` mappings (an entry may set its own `text_field`),
+    as dicts with the weights divided by their sum; a clear error for a bad entry."""
+    if not isinstance(source, (list, tuple)) or not source:
+        raise ValueError(f"a blended corpus is a non-empty list of {{path, weight}} entries, got {source!r}")
+    entries, paths = [], {}
+    for i, e in enumerate(source):
+        if not isinstance(e, dict) or not isinstance(e.get('path'), str) or set(e) - {'path', 'weight', 'text_field'}:
+            raise ValueError(f"corpus entry {i} is {e!r}: write each entry as {{path: FOLDER_OR_FILE, weight: NUMBER}} "
+                             "(text_field may be set too)")
+        w = e.get('weight')
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float('inf'):
+            raise ValueError(f"corpus entry {i} ({e['path']}): weight must be a number > 0, got {w!r}")
+        if e['path'] in paths: raise ValueError(f"corpus entries {paths[e['path']]} and {i} are both {e['path']}: list a source once")
+        paths[e['path']] = i
+        entries.append(dict(e, weight=float(w)))
+    total = sum(e['weight'] for e in entries)
+    return [dict(e, weight=e['weight'] / total) for e in entries]
+
+def iter_blend(source, text_field='text', progress=None):
+    """(source index, document) of a blended corpus: each document from the source furthest below its weight's share
+    of the characters read so far (ties: the first listed); the blend ends when that source has no document left."""
+    entries = blend_entries(source)
+    docs = [iter_documents(e['path'], e.get('text_field', text_field), progress) for e in entries]
+    chars = [0] * len(entries)
+    while True:
+        j = min(range(len(entries)), key=lambda i: chars[i] / entries[i]['weight'])
+        doc = next(docs[j], None)
+        if doc is None: return
+        chars[j] += len(doc)
+        yield j, doc
 
 # %% ../nbs/01_corpus.ipynb #1cfa72ed
 SENSITIVE_CHOICES = ('mask', 'drop', 'keep')

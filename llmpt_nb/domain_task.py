@@ -188,13 +188,14 @@ def heldout_mlm_loss(src, docs, seq_length=64, batch_size=16, seed=1, max_batche
 FULL_SIZES = dict(general_documents=20000, domain_documents=20000, general_steps=600, domain_steps=300,
                   mlm_batch_size=16, accumulation=2, eval_batches=24, n_train=1000, n_test=500, classifier_steps=200,
                   classifier_batch_size=32, classifier_lr=5e-4, seeds=(0, 1, 2), seq_length=64, vocab_size=8000,
-                  control=True, baselines=("random",), split_seed=0)
+                  control=True, replay=0.2, baselines=("random",), split_seed=0)
 SMALL_SIZES = dict(FULL_SIZES, general_documents=600, domain_documents=600, general_steps=6, domain_steps=6,
                    eval_batches=4, n_train=128, n_test=64, classifier_steps=12, seeds=(0,), control=False, baselines=())
 
 
 def mlm_overrides(out, corpus, sizes, steps, start):
     "Overrides of the packaged continue config for one MLM stage of the experiment (graph kernel fusion stays off)."
+    corpus = json.dumps(corpus) if isinstance(corpus, list) else corpus          # a blend, as a YAML flow list
     return [f"output_dir={out}", f"load_checkpoint={start}", f"train_dataset.corpus={corpus}",
             f"train_dataset.max_documents={sizes['general_documents' if corpus == 'default' else 'domain_documents']}",
             f"runner_config.max_steps={steps}", f"runner_config.batch_size={sizes['mlm_batch_size']}",
@@ -212,7 +213,8 @@ def mlm_train_docs(corpus, max_documents, seed, cfg):
 def pretrain_general_then_domain(out, split, sizes, seed=0, verbose=False):
     """A random tiny RoBERTa whose character vocabulary covers both corpora, pretrained with MLM on People's Daily
     (`continue_pretrain`, corpus 'default'), then continued on the domain MLM text. Returns a namespace of folders,
-    the two run summaries and the tokenizer's [UNK] rates."""
+    the run summaries and the tokenizer's [UNK] rates. With `sizes["control"]` also as many more general steps, and with
+    `sizes["replay"]` the domain stage again on a blend holding that share of general text (chapter 01)."""
     out = Path(out)
     cfg = resolve_config("continue_roberta_tiny", [f"seed={seed}"])
     domain_dir = write_documents(split.mlm, out / "corpora" / "reviews_mlm" / "reviews.txt")
@@ -229,8 +231,13 @@ def pretrain_general_then_domain(out, split, sizes, seed=0, verbose=False):
                                                        general["hf_export"]) + [f"seed={seed}"],
                                overwrite=True, verbose=verbose)
     summaries = dict(general=general, domain=domain)
+    more = write_documents(g_train, out / "corpora" / "general_train" / "general.txt")   # the general training text
+    if sizes["replay"]:   # the domain stage with a share of general text: the standard remedy for forgetting
+        blend = [dict(path=str(domain_dir), weight=1 - sizes["replay"]), dict(path=str(more), weight=sizes["replay"])]
+        summaries["domain_replay"] = continue_pretrain(
+            overrides=mlm_overrides(out / "domain_replay", blend, sizes, sizes["domain_steps"], general["hf_export"])
+            + [f"seed={seed}"], overwrite=True, verbose=verbose)
     if sizes["control"]:  # as many more steps on general text (its training part, new shuffle): more training alone
-        more = write_documents(g_train, out / "corpora" / "general_train" / "general.txt")
         summaries["general_more"] = continue_pretrain(
             overrides=mlm_overrides(out / "general_more", more, sizes, sizes["domain_steps"], general["hf_export"])
             + [f"seed={seed + 1}"], overwrite=True, verbose=verbose)
@@ -279,7 +286,8 @@ def domain_experiment(out, sizes=None, verbose=False, say=print):
 
 # %% ../nbs/11a_domain_task.ipynb #ab985fdc
 MODEL_NAMES = {"random": "random init (no pretraining)", "general": "general (People's Daily MLM)",
-               "general_more": "general + as many more general steps", "domain": "general + domain (reviews MLM)"}
+               "general_more": "general + as many more general steps", "domain": "general + domain (reviews MLM)",
+               "domain_replay": "general + domain, 20% general text replayed"}
 
 def results_table(res):
     "The experiment's numbers as a Markdown table: one row per starting model."

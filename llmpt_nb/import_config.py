@@ -138,6 +138,17 @@ _NO_SINK = 'not used on this path: llmpt_nb runs every step from Python, without
 _GEN = "a predict-mode setting; the sample written at the end of a run uses the generation section"
 _SPECIAL_IDS = 'the special ids come from the SentencePiece tokenizer; ignored label positions are -100'
 _EVAL = 'held-out loss comes from train_dataset.val_fraction of the corpus, every callbacks.eval_interval steps'
+_MEGATRON = ('each path is a Megatron .bin/.idx prefix of token ids, which llmpt_nb does not read: point it at the text '
+             'it was made from')
+
+def _data_path(v, src, key):
+    "Megatron's blend `[weight, prefix, weight, prefix, ...]` (or one prefix): train_dataset.corpus, with the same weights."
+    if isinstance(v, str) or (isinstance(v, list) and len(v) == 1 and isinstance(v[0], str)):
+        return {'train_dataset.corpus': v if isinstance(v, str) else v[0]}, _MEGATRON
+    try: entries = [dict(path=str(p), weight=float(w)) for w, p in zip(v[::2], v[1::2])] if len(v) % 2 == 0 else []
+    except (TypeError, ValueError): entries = []
+    if not entries: return {}, "not Megatron's blend [weight, path, weight, path, ...]: set train_dataset.corpus yourself"
+    return {'train_dataset.corpus': entries}, f"a blend of {len(entries)} corpora, the same weights; {_MEGATRON}"
 
 _MODEL_RULES = [   # (regular expression matched against the whole dotted key, handler)
     (MC + r'(intermediate_size|multiple_of|ffn_dim_multiplier)', _intermediate),
@@ -180,6 +191,7 @@ _RUN_RULES = [
     ('train_dataset.data_loader.type', _drop('llmpt_nb always reads the MindRecord files it writes itself (a MindDataset)')),
     ('train_dataset.data_loader.dataset_dir', _drop('MindFormers reads a MindRecord made beforehand; llmpt_nb writes its own '
                                                     'from text: set train_dataset.corpus to a folder of .txt/.jsonl')),
+    ('train_dataset.data_loader.config.data_path', _data_path),     # BlendedMegatronDatasetDataLoader's blend
     ('train_dataset.input_columns', _drop("llmpt_nb's rows are [input_ids, labels]; the labels carry the loss mask")),
     ('train_dataset.batch_size', _drop('the batch is runner_config.batch_size')),
     (r'(train_dataset_task|eval_dataset|eval_dataset_task|do_eval)(\..*)?', _drop(_EVAL)),
@@ -202,6 +214,8 @@ PREFIX_REASONS = {   # keys not in RULES and not llmpt_nb keys: dropped with the
     'recompute_config.': 'llmpt_nb recomputes whole decoder layers (recompute: true) or nothing',
     'parallel.': 'an auto-parallel setting with no equivalent (llmpt_nb: data parallel and ZeRO)',
     'parallel_config.': 'no equivalent (llmpt_nb: data parallel and ZeRO)', 'processor.': 'comes from the SentencePiece model',
+    'monitor_config.': "a training-monitor option llmpt_nb does not have (the global-norm spike keys are kept, chapter 05)",
+    'tensorboard.': 'a TensorBoard writer option llmpt_nb does not have (it writes every metric; tensorboard_dir is kept)',
 }
 
 # %% ../nbs/04a_import_config.ipynb #f8f7591a

@@ -22,11 +22,11 @@ from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size
 from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
 from .data import read_mindrecord
-from .prepare import (Cleaning, corpus_batches, default_workers, stream_batches, prepare_corpus,
+from .prepare import (Cleaning, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer as _tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data, MANIFEST)
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
-from .trainer import Trainer, LivePlot, set_context
+from .trainer import Trainer, LivePlot, TensorBoardLog, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
 from .amp import DynamicLossScale, apply_amp_level, estimate_memory, llama_params
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
@@ -316,10 +316,12 @@ def load_pretrained(net, path, tok):
 
 # %% ../nbs/10_pretrain.ipynb #ad95b384
 def config_callbacks(cfg):
-    "The callbacks the config asks of every run: checkpoints and exact resume, and the dynamic loss scale if chosen."
-    sc = cfg.runner_wrapper.scale_sense
+    """The callbacks the config asks of every run: checkpoints and exact resume, the dynamic loss scale if chosen, and
+    TensorBoard events when `tensorboard.tensorboard_dir` is set (relative to output_dir)."""
+    sc, tb = cfg.runner_wrapper.scale_sense, cfg.get("tensorboard", {}).get("tensorboard_dir")
     dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
-    return [CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
+    return ([CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
+            + ([TensorBoardLog(Path(cfg.output_dir) / tb)] if tb else []))
 
 # %% ../nbs/10_pretrain.ipynb #7e2fc1b2
 def build_model(cfg):
@@ -376,6 +378,7 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
     tok, data_dir, counts, record = existing_data(cfg, out)
     report, docs = prepared_report(record), record["documents"]
     say(f"corpus: {docs['train']} training and {docs['val']} held-out documents")
+    if len(record.get("sources", [])) > 1: say(f"blend: {format_sources(record)}")
     say(f"tokenizer: {tok.vocab_size} pieces; held-out round-trip exact on {report.exact_ratio:.2%} of {report.n_lines} lines")
     base = prepared_baselines(record) if rank == 0 else None  # chapter 02b: what counting achieves
     refs = {"bigram": base.bigram.nats_per_token, "unigram": base.unigram.nats_per_token} if base else {}
@@ -401,7 +404,8 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
                       world_size=world, cells=cells, barrier=functools.partial(barrier, world), callbacks=callbacks,
                       peak_flops=cfg.context.get("peak_flops"), references=refs,
                       chars_per_token=base.bigram.chars / base.bigram.tokens if base else None)
-    return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base)
+    return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base,
+                           sources=record.get("sources"))
 
 # %% ../nbs/10_pretrain.ipynb #9fe9d0e5
 def record_changes(out, cfg, changes, step):
@@ -429,7 +433,8 @@ def finish_run(cfg, run, out, seconds):
         first_loss=history[0]["loss"], last_loss=history[-1]["loss"], eval_loss=evals[-1]["eval_loss"] if evals else None,
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
         tokens_seen=run.trainer.state["tokens_seen"], peak_rss_mb=history[-1]["peak_rss_mb"],
-        roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"],
+        roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"], sources=run.sources,
+        skipped_steps=run.trainer.state["skipped_steps"],
         checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), sample=sample, seconds=seconds)
     if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
         b = run.baselines

@@ -25,16 +25,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm   # to stderr, off when it is not a terminal (a notebook, a log file)
 
-from .corpus import (COMPRESSED, SeenDigests, clean_document, corpus_files, digest,
-                             heldout_document, iter_documents)
+from .corpus import (COMPRESSED, SeenDigests, blend_entries, clean_document, corpus_files, digest,
+                             heldout_document, iter_blend, iter_documents)
 from .tokenizer import RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report, train_tokenizer
 from .data import MindRecordWriter, Packer
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
-__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'default_workers', 'stream_batches',
-           'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'WriterProcess', 'prepare_corpus',
-           'load_prepared', 'prepared_report', 'prepared_baselines', 'file_digests', 'data_files', 'verify_data']
+__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'blend_sources', 'default_workers',
+           'stream_batches', 'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'WriterProcess',
+           'prepare_corpus', 'load_prepared', 'prepared_report', 'prepared_baselines', 'format_sources', 'file_digests',
+           'data_files', 'verify_data']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -62,14 +63,15 @@ def _start_worker(model_file, cleaning):
     _watch_parent()
 
 def process_batch(batch):
-    """Clean a batch of raw documents, digest them, decide which are held out, and (when the worker has a tokenizer)
-    encode them and check the held-out ones' round trip. Runs in a worker process; returns arrays, not lists."""
+    """Clean a batch of `(source, raw document)` pairs, digest the documents, decide which are held out, and (when the
+    worker has a tokenizer) encode them and check the held-out ones' round trip. Runs in a worker process; returns
+    arrays, not lists (`sources`: the source of each document kept)."""
     tok, c = _WORKER['tok'], _WORKER['cleaning']
-    stats, texts = Counter(), []
-    for d in batch:
+    stats, texts, sources = Counter(), [], []
+    for s, d in batch:
         t = clean_document(d, c.min_chars, c.sensitive, stats)
-        if t is not None: texts.append(t)
-    out = dict(stats=stats, keys=[digest(t) for t in texts],
+        if t is not None: texts.append(t); sources.append(s)
+    out = dict(stats=stats, keys=[digest(t) for t in texts], sources=np.array(sources, np.int32),
                heldout=np.fromiter((heldout_document(t, c.val_fraction, c.seed) for t in texts), bool, len(texts)))
     if tok is None: return dict(out, texts=texts)
     ids = tok.encode(texts, num_threads=1)
@@ -81,10 +83,17 @@ def process_batch(batch):
 
 # %% ../nbs/02c_prepare.ipynb #751dae00
 def corpus_batches(corpus, text_field='text', max_documents=None, size=1000, progress=None):
-    "Lists of `size` raw documents of `iter_documents(corpus, text_field)`, the first `max_documents` of them (None: all)."
-    docs = iter_documents(corpus, text_field, progress)
+    """Lists of `size` `(source, raw document)` pairs of `corpus` (a blend's source index, else 0), the first
+    `max_documents` of them (None: all)."""
+    docs = (iter_blend(corpus, text_field, progress) if isinstance(corpus, (list, tuple)) else
+            ((0, d) for d in iter_documents(corpus, text_field, progress)))
     if max_documents: docs = islice(docs, max_documents)
     while batch := list(islice(docs, size)): yield batch
+
+def blend_sources(corpus):
+    "`(path, weight)` of each source of `corpus`: every entry of a blend (weights summing to 1), or the corpus itself."
+    if isinstance(corpus, (list, tuple)): return [(e['path'], e['weight']) for e in blend_entries(corpus)]
+    return [(str(corpus), 1.0)]
 
 def default_workers(workers=None):
     "The worker processes to use: `workers`, or one per CPU core when it is None."
@@ -267,6 +276,8 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     packers = {s: Packer(seq_length, tok.eos_id, tok.pad_id) for s in ('train', 'val')}
     counter, failures, n_heldout, n_failed = BaselineCounter(tok.vocab_size, tok.eos_id), [], 0, 0
     docs, tokens = Counter(), Counter()
+    n_src = len(blend_sources(corpus))
+    by_source = {k: np.zeros(n_src, np.int64) for k in ('train documents', 'train tokens', 'val documents', 'val tokens')}
     bar = tqdm(total=total, unit='B', unit_scale=True, desc='prepare', disable=None if verbose else True)
     file_rows = FILE_BYTES // (width * 8)            # a new group of files every 128 MB: bounded index memory
     specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, shard_num=shard_num, overwrite=True,
@@ -287,6 +298,8 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                 rows = packers[split].add_flat(toks, lengths)
                 if len(rows): out.write(split, dict(input_ids=rows, labels=rows))
                 docs[split] += int(mask.sum()); tokens[split] += int(lengths.sum())
+                by_source[f'{split} documents'] += np.bincount(b['sources'][mask], minlength=n_src)
+                by_source[f'{split} tokens'] += np.bincount(b['sources'][mask], lengths, n_src).astype(np.int64)
             n_heldout += int((new & b['heldout']).sum())
             failures += [f for f in b['failures'] if new[f[0]]][:max(0, 20 - len(failures))]
             n_failed += sum(bool(new[f[0]]) for f in b['failures'])
@@ -303,12 +316,14 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
         except ValueError as e: baselines = None; say(f"no counting baselines: {e}")
     rows = out.rows
     seconds, encoding = time.perf_counter() - t0, time.perf_counter() - t1
-    record = dict(corpus=str(corpus), data_dir=str(data_dir), files=[[str(f), Path(f).stat().st_size] for f in files], bytes=total,
+    sources = [dict(path=p, weight=w, **{k: int(v[i]) for k, v in by_source.items()})
+               for i, (p, w) in enumerate(blend_sources(corpus))]
+    record = dict(corpus=[dict(e) for e in corpus] if isinstance(corpus, (list, tuple)) else str(corpus), data_dir=str(data_dir), files=[[str(f), Path(f).stat().st_size] for f in files], bytes=total,
                   settings=dict(seq_length=seq_length, text_field=text_field, max_documents=max_documents,
                                 shard_num=shard_num, **asdict(cleaning)),
                   tokenizer=dict(model_file=str(tok.model_file), vocab_size=tok.vocab_size, trained=sample is not None,
                                  **(sample or {})),
-                  documents=dict(docs), tokens=dict(tokens), rows=rows, data_files=file_digests(data_files(data_dir)),
+                  documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, data_files=file_digests(data_files(data_dir)),
                   cleaning=dict(stats),
                   roundtrip=dict(n_lines=n_heldout, n_failed=n_failed, examples=failures),
                   baselines=baselines, workers=workers, seconds=round(seconds, 2), encoding_seconds=round(encoding, 2),
@@ -335,6 +350,12 @@ def prepared_baselines(record):
     "The counting baselines of a preparation record (chapter 02b's `Baselines`), or None."
     b = record['baselines']
     return b and Baselines(BaselineScore(**b['unigram']), BaselineScore(**b['bigram']), b['lam'])
+
+def format_sources(record):
+    "Each source's training tokens, share and weight, from a preparation record (older records have no sources)."
+    total = record['tokens']['train']
+    return '; '.join(f"{s['path']}: {s['train tokens']:,} training tokens ({s['train tokens'] / total:.1%}, weight "
+                     f"{s['weight']:.1%})" for s in record.get('sources', []))
 
 # %% ../nbs/02c_prepare.ipynb #8b16fd5e
 def _sha256(path):

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['cache_dir', 'set_context', 'warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'gradient_buffers',
            'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file',
-           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of',
-           'count_batches', 'Trainer', 'format_eval']
+           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'summary_writer', 'TensorBoardLog',
+           'StopRequested', 'GracefulStop', 'batches_of', 'count_batches', 'Trainer', 'format_eval', 'spike_threshold']
 
 # %% ../nbs/05_train.ipynb #497037e1
 import json, logging, math, os, platform, resource, signal, sys, threading, time
@@ -174,13 +174,15 @@ class AccumulateStep(nn.Cell):
 class ApplyStep(nn.Cell):
     """Turn the summed gradients in `accum` into one update: global norm, finiteness, clipping, optimizer, zeroed
     buffers. Several ranks (chapter 09a): `grad_reducer` sums whole gradients over ranks, or `norm_reducer` sums the
-    squared norms of the slices each rank holds (ZeRO-2/3); either way the buffers then hold sums over ranks."""
+    squared norms of the slices each rank holds (ZeRO-2/3); either way the buffers then hold sums over ranks. A finite
+    step whose global norm is above `spike_threshold` is not applied either (spike skipping; inf, the default: off)."""
     def __init__(self, optimizer, accum, accum_steps, max_grad_norm=1.0, use_clip=True, world_size=1,
                  grad_reducer=None, norm_reducer=None):
         super().__init__(auto_prefix=False)
         self.optimizer, self.accum, self.grad_reducer, self.norm_reducer = optimizer, accum, grad_reducer, norm_reducer
         self.denom, self.max_norm, self.use_clip = float(accum_steps * world_size), float(max_grad_norm), use_clip
         self.hyper_map = ops.HyperMap()
+        self.spike_threshold = Parameter(Tensor(math.inf, ms.float32), "global_norm_spike_threshold", requires_grad=False)
 
     def construct(self, lr, scale):
         grads = self.accum if self.grad_reducer is None else self.grad_reducer(self.accum)
@@ -193,7 +195,7 @@ class ApplyStep(nn.Cell):
         coef = 1.0 / denom  # averaging and clipping are one factor, applied inside the optimizer's update
         if self.use_clip:
             coef = coef * ops.minimum(self.max_norm / (norm + 1e-6), 1.0)
-        if finite:
+        if ops.logical_and(finite, norm <= self.spike_threshold):
             self.optimizer(grads, lr, coef)
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite
@@ -258,7 +260,8 @@ def find_peak_flops(configured=None, busy_percent=25.0):
 def format_record(rec, total=None):
     "One optimizer step's metrics as the log line and the live view show them."
     return (f"step {rec['step']}{f'/{total}' if total else ''} loss {rec['loss']:.4f} lr {rec['lr']:.2e} grad_norm {rec['grad_norm']:.3f} "
-            f"scale {rec['loss_scale']:g}{' OVERFLOW' if rec['overflow'] else ''} {rec['tokens_per_s']:,.0f} tok/s "
+            f"scale {rec['loss_scale']:g}{' OVERFLOW' if rec['overflow'] else ''}{' SKIPPED' if rec.get('skipped') else ''} "
+            f"{rec['tokens_per_s']:,.0f} tok/s "
             f"mfu {rec['mfu']:.1%} {rec['step_ms']:,.0f} ms/step rss {rec['peak_rss_mb']:,.0f} MiB")
 
 def plot_losses(history, eval_history=(), ax=None, references=None):
@@ -296,6 +299,47 @@ class LivePlot:
             ax = plot_losses(trainer.history, evals, references=self.references)
             plt.show(ax.figure)
             plt.close(ax.figure)
+
+# %% ../nbs/05_train.ipynb #30e1c0ea
+def summary_writer(log_dir):
+    "tensorboardX's `SummaryWriter` writing to `log_dir`; a clear error when the package is missing."
+    try: from tensorboardX import SummaryWriter
+    except ImportError:
+        raise ImportError('writing TensorBoard events needs tensorboardX: pip install "llmpt_nb[tensorboard]", or unset '
+                          'tensorboard.tensorboard_dir') from None
+    return SummaryWriter(str(log_dir), flush_secs=10)
+
+def _scalars(rec, skip=("step", "last")):
+    return {k: float(v) for k, v in rec.items() if k not in skip and isinstance(v, (int, float))}
+
+class TensorBoardLog:
+    """A `Trainer` callback writing every number of each step's record as `train/...` and of each held-out evaluation
+    as `eval/...` TensorBoard scalars in `log_dir` (rank 0). It begins by writing the history the run already has (a
+    resumed run's, cut back to its checkpoint) into a new event file, so every step is in the events once."""
+    order = 2                                      # after the checkpoint (order 1) has restored a resumed run's history
+
+    def __init__(self, log_dir): self.log_dir, self.writer = Path(log_dir), None
+
+    def before_fit(self, trainer, resume):
+        if not trainer.is_main: return
+        for old in self.log_dir.glob("events.out.tfevents.*"): old.unlink()     # rewritten from the history below
+        self.writer = summary_writer(self.log_dir)
+        evals = {e["step"]: e for e in trainer.eval_history}
+        for rec in trainer.history: self.write(rec, evals.get(rec["step"]))
+        self.writer.flush()
+
+    def write(self, rec, evaluation=None):
+        for k, v in _scalars(rec).items(): self.writer.add_scalar(f"train/{k}", v, rec["step"])
+        for k, v in _scalars(evaluation or {}).items(): self.writer.add_scalar(f"eval/{k}", v, rec["step"])
+
+    def after_step(self, trainer, rec):
+        if self.writer is None: return
+        evals = trainer.eval_history
+        self.write(rec, evals[-1] if evals and evals[-1]["step"] == rec["step"] else None)
+        if rec["last"]: self.on_stop(trainer)
+
+    def on_stop(self, trainer):
+        if self.writer is not None: self.writer.close(); self.writer = None
 
 # %% ../nbs/05_train.ipynb #d14ef759
 class StopRequested(KeyboardInterrupt):
@@ -373,6 +417,8 @@ class Trainer:
         self.loss_net = loss_net or CausalLMLoss(net)
         self.accum_steps = cfg.runner_config.gradient_accumulation_steps
         self._build_cells(cells)
+        self.spike_threshold = spike_threshold(cfg)
+        self.apply.spike_threshold.set_data(Tensor(self.spike_threshold, ms.float32))
         self._plan_steps()
         mc, self.n_params = net.config, count_parameters(net)  # matmul weights: all but an untied input embedding
         self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
@@ -381,7 +427,7 @@ class Trainer:
         self.callbacks = sorted(callbacks, key=lambda c: getattr(c, "order", 0))
         self.history, self.eval_history = [], []
         self.fit_started = time.perf_counter()
-        self.state = dict(step=0, micro_step=0, tokens_seen=0, good_steps=0, overflows_in_row=0,
+        self.state = dict(step=0, micro_step=0, tokens_seen=0, good_steps=0, overflows_in_row=0, skipped_steps=0, spikes_in_row=0,
                           loss_scale=float(cfg.runner_wrapper.scale_sense.loss_scale_value))
 
 # %% ../nbs/05_train.ipynb #e6e73d94
@@ -487,13 +533,39 @@ def count_overflow(self: Trainer, finite):
     st["good_steps"] = 0; st["overflows_in_row"] += 1
     limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
     if st["overflows_in_row"] >= limit:
-        saver = next((c for c in self.callbacks if hasattr(c, "last_checkpoint")), None)  # chapter 06's
-        last = saver.last_checkpoint(self) if saver else None
         raise FloatingPointError(
             f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
             f"scale {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
-            f"{last or 'none'}. Lower the learning rate, check the data, or raise "
+            f"{self.last_checkpoint()}. Lower the learning rate, check the data, or raise "
             "runner_wrapper.max_consecutive_overflows.")
+
+def spike_threshold(cfg):
+    "The global norm above which a finite step is skipped: `monitor_config.global_norm_spike_threshold` if enabled, else inf."
+    if not cfg.get("use_skip_data_by_global_norm"): return math.inf
+    return float((cfg.get("monitor_config") or {}).get("global_norm_spike_threshold", 3.0))
+
+@patch
+def count_spike(self: Trainer, skipped, norm):
+    """Count the steps skipped for a global norm above the threshold, in all and in a row; stop the run after
+    `monitor_config.global_norm_spike_count_threshold` in a row (the weights have not moved since the last good step)."""
+    st = self.state
+    if not skipped:
+        st["spikes_in_row"] = 0
+        return
+    st["skipped_steps"] += 1; st["spikes_in_row"] += 1
+    limit = (self.cfg.get("monitor_config") or {}).get("global_norm_spike_count_threshold", 10)
+    if st["spikes_in_row"] >= limit:
+        raise FloatingPointError(
+            f"{st['spikes_in_row']} optimizer steps in a row had a global gradient norm above monitor_config."
+            f"global_norm_spike_threshold {self.spike_threshold:g} (step {self.step}: {norm:.4g}): training stopped. The "
+            f"last good checkpoint is {self.last_checkpoint()}. Lower the learning rate, check the data, or raise the "
+            "threshold (it applies to the log line's grad_norm, before clipping).")
+
+@patch
+def last_checkpoint(self: Trainer):
+    "The newest complete checkpoint, as the checkpoint callback (chapter 06) knows it, or 'none'."
+    saver = next((c for c in self.callbacks if hasattr(c, "last_checkpoint")), None)
+    return (saver.last_checkpoint(self) if saver else None) or "none"
 
 @patch
 def _call(self: Trainer, hook, *args):
@@ -553,19 +625,21 @@ def _loop(self: Trainer, batches, bar, stop):
         t0, scale, lr = time.perf_counter(), self.state["loss_scale"], self.lr(self.step)
         seen = self.state["tokens_seen"]
         loss, norm, finite = self.train_step(batches)
+        skipped = finite and norm > self.spike_threshold          # not applied by ApplyStep: a spike
         self.count_overflow(finite)
         dt = time.perf_counter() - t0
         self.state["step"] += 1
         achieved = self.step_flops / dt / self.world_size
         if achieved > self.peak_flops:  # the peak is the fastest rate seen: MFU stays at or below 100%
             self.peak_flops, self.peak_source = achieved, "the fastest training step seen (above the measured matmul peak)"
-        rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite,
+        rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite, skipped=skipped,
                    tokens_per_s=(self.state['tokens_seen'] - seen) / dt, mfu=achieved / self.peak_flops, step_ms=dt * 1e3,
                    peak_rss_mb=peak_rss_mb())
         self.history.append(rec); self._log(rec)
         bar.update(1); bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
-        if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite):
+        if self.verbose and self.is_main and (self.step % cb.log_interval == 0 or self.step == 1 or not finite or skipped):
             tqdm.write(format_record(rec, self.total_steps), file=sys.stdout)
+        self.count_spike(skipped, norm)
         last = self.step == self.total_steps
         if self.val_ds is not None and (self.step % cb.eval_interval == 0 or last):
             erec = self.eval_record(self.evaluate(None if last else cb.eval_batches))  # the last one: every row

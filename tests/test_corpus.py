@@ -88,3 +88,28 @@ def test_sensitive_information_is_masked_by_config(tmp_path, capsys):
     record = prepare(load_config(overrides=base + small + ["train_dataset.sensitive_info=drop"]), tmp_path / "dropped")
     assert "3 documents dropped" in capsys.readouterr().out
     assert record["documents"]["train"] + record["documents"]["val"] == len(plain)
+
+
+def test_blended_corpus_trains_by_weight(tmp_path, env):
+    """A blend of two corpora given on the command line as MindFormers-style {path, weight} entries: documents drawn by
+    weight, the tokens of each source printed and recorded in summary.json, and a bad entry refused by name."""
+    from llmpt_nb.corpus import load_corpus, default_corpus_file
+    news, reviews = tmp_path / "news", tmp_path / "reviews"
+    news.mkdir(); reviews.mkdir()
+    (news / "pd.txt").write_text("".join(d + "\n" for d in load_corpus(max_documents=600)), encoding="utf-8")
+    texts = load_corpus(default_corpus_file().parents[1] / "sentiment" / "pos.txt", max_documents=600)
+    (reviews / "pos.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    blend = f"[{{path: {news}, weight: 3}}, {{path: {reviews}, weight: 1}}]"
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--train_dataset.corpus={blend}", f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"blend: {news}: " in r.stdout and "weight 75.0%" in r.stdout and "weight 25.0%" in r.stdout, r.stdout[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    prep = json.loads((out / "data" / "prepared.json").read_text())
+    assert [x["path"] for x in s["sources"]] == [str(news), str(reviews)] and s["sources"] == prep["sources"]
+    assert sum(x["train tokens"] for x in s["sources"]) == prep["tokens"]["train"]
+    share = s["sources"][1]["train tokens"] / prep["tokens"]["train"]
+    assert 0.2 < share < 0.3 and s["steps"] == 2, s["sources"]         # by characters, so near the weight
+    r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus=[{{path: {news}, weight: -1}}]",
+              f"--output_dir={tmp_path / 'bad'}", env=env)
+    assert r.returncode == 2 and f"corpus entry 0 ({news}): weight must be a number > 0, got -1" in r.stderr, r.stderr

@@ -296,6 +296,23 @@ def test_nonfinite_state_is_never_saved(base, tmp_path, env):
     assert sorted(p.name for p in (out / "checkpoint").glob("*.ckpt")) == ["step_2.ckpt", "step_4.ckpt"]
 
 
+def test_spikes_in_a_row_stop_the_run_naming_the_last_checkpoint(base, tmp_path, env):
+    """Spike skipping switched on by MindFormers' keys with a threshold below every real norm: each step is skipped and
+    logged as such, and after global_norm_spike_count_threshold of them in a row the run stops (exit 1), naming the
+    last checkpoint, which still holds the weights the skipped steps left alone."""
+    out = copy_run(base, tmp_path)
+    for k in ("step_6.ckpt", "step_6.json"):
+        (out / "checkpoint" / k).unlink()                              # resume from step 4
+    r = llmpt("pretrain", "--resume", f"--output_dir={out}", "--allow-config-change", "--use_skip_data_by_global_norm=true",
+              "--monitor_config.global_norm_spike_threshold=0.001", "--monitor_config.global_norm_spike_count_threshold=2",
+              env=env)
+    check_error(r, "2 optimizer steps in a row had a global gradient norm above monitor_config.global_norm_spike_threshold "
+                "0.001", "step_4.ckpt", code=1)
+    recs = [m for m in metrics(out) if "loss" in m]
+    assert [m["step"] for m in recs if m.get("skipped")] == [5, 6] and no_duplicate_steps(out)
+    assert "SKIPPED" in r.stdout
+
+
 # --- every error is a sentence, exit 2 --------------------------------------------------------------------------------
 def test_output_dir_is_a_file(tmp_path, env):
     (tmp_path / "f").write_text("x")

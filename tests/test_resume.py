@@ -8,7 +8,9 @@ from conftest import ROOT, bin_path
 # ~140 rows of 129 tokens, 4 x 2 micro-batches per step: 17 steps per epoch, so 20 steps cross an epoch boundary
 RUN = ["pretrain", "--smoke", "--train_dataset.max_documents=300", "--model.model_config.seq_length=128", "--runner_config.batch_size=4",
        "--runner_config.max_steps=20", "--callbacks.save_checkpoint_steps=1", "--callbacks.keep_checkpoint_max=2",
-       "--callbacks.eval_interval=100"]
+       "--callbacks.eval_interval=100", "--tensorboard.tensorboard_dir=tb",
+       # spike skipping on, at a threshold that step 2's norm (3.3, twice step 1's) exceeds and no later step reaches
+       "--use_skip_data_by_global_norm=true", "--monitor_config.global_norm_spike_threshold=3.2"]
 # RoBERTa MLM: ~550 chunks in buckets, 2 x 16 per step: about 16 steps per epoch. Dropout off: its random stream
 # restarts on resume (chapter 11), everything else must match bit for bit.
 MLM_RUN = ["continue-pretrain", "--smoke", "--train_dataset.max_documents=300", "--runner_config.max_steps=20",
@@ -19,6 +21,18 @@ MLM_RUN = ["continue-pretrain", "--smoke", "--train_dataset.max_documents=300", 
 def losses(out):
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
     return {r["step"]: r["loss"] for r in rows if "loss" in r}
+
+
+def check_tensorboard(out):
+    "The run's TensorBoard events, read back by tensorboard's own reader, hold each step of metrics.jsonl once, same values."
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(out / "tb")); events.Reload()
+    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    for tag, key in [("train/loss", "loss"), ("train/grad_norm", "grad_norm"), ("train/lr", "lr"), ("eval/eval_loss", "eval_loss")]:
+        want = [(r["step"], r[key]) for r in rows if key in r]
+        got = [(e.step, e.value) for e in events.Scalars(tag)]
+        assert [s for s, _ in got] == [s for s, _ in want], tag
+        assert np.allclose([v for _, v in got], [v for _, v in want], rtol=1e-6), tag
 
 
 @pytest.mark.parametrize("run", [RUN, MLM_RUN], ids=["pretrain", "continue-pretrain"])
@@ -50,6 +64,13 @@ def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run):
     diff = max(abs(a[s] - b[s]) for s in range(resumed_from + 1, 21))
     print(f"killed after step {killed_at}, resumed from {resumed_from}, max loss difference {diff:.1e}")
     assert diff == 0.0                                        # bitwise: every piece of state was restored
+    if run is RUN:                                            # the resumed run's TensorBoard events: no step twice
+        check_tensorboard(broken)
+        assert len(list((broken / "tb").glob("events.out.tfevents.*"))) == 1
+        for out in (straight, broken):                        # the same step skipped, and counted, in both
+            rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+            assert [x["step"] for x in rows if x.get("skipped")] == [2], out
+            assert json.loads((out / "summary.json").read_text())["skipped_steps"] == 1
 
     import mindspore as ms
     wa, wb = (ms.load_checkpoint(str(d / "checkpoint" / "step_20.ckpt")) for d in (straight, broken))
