@@ -118,7 +118,10 @@ def test_sigint_saves_a_checkpoint_and_resume_matches_the_straight_run(straight,
 
 def test_second_sigint_stops_at_once(tmp_path, env):
     out = tmp_path / "run"
-    proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", f"--output_dir={out}"], env)
+    # steps of 16 x 512 tokens, long enough that the second signal reaches the run inside the step the first one let
+    # finish (with RUN's 4 x 64 a loaded machine could finish the step and its checkpoint first, and exit 143)
+    proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", "--model.model_config.seq_length=512",
+                  "--runner_config.batch_size=16", f"--output_dir={out}"], env)
     wait_for_step(proc, 2)
     proc.send_signal(signal.SIGINT)
     for line in proc.stdout:  # the second Ctrl-C after the first is acknowledged: two signals in one step are one
