@@ -5,8 +5,7 @@ keys costs (why chapter 00a's `narrow` skips whole-axis slices).
 
     python benchmarks/profile_step.py [--steps 5] [--seq 256] [--batch 8] [--accum 2]
 """
-import argparse, csv, subprocess, sys, tempfile, time
-from collections import defaultdict
+import argparse, subprocess, sys, tempfile, time
 from pathlib import Path
 import numpy as np
 
@@ -39,16 +38,6 @@ def profile(a, out):
     wall = time.perf_counter() - t
     prof.analyse()
     return wall, bool(cfg.context.enable_graph_kernel), (a.batch * a.seq, mc.hidden_size, mc.intermediate_size, mc.vocab_size)
-
-
-def op_table(out, steps):
-    "ms per step by op type, from the profiler's CPU op details; graph-kernel fusions are one row."
-    detail = next(Path(out).rglob("cpu_op_detail_info_0.csv"))
-    per_type = defaultdict(float)
-    for r in csv.DictReader(open(detail)):
-        kind = "fused (graph kernel)" if r["op_type"].startswith("GraphKernel") else r["op_type"]
-        per_type[kind] += float(r["op_total_time(ms)"]) / steps
-    return sorted(per_type.items(), key=lambda kv: -kv[1])
 
 
 MATMUL = """
@@ -124,7 +113,8 @@ def main():
     print(describe())
     out = Path(tempfile.mkdtemp())
     wall, fused, dims = profile(a, out)
-    table = op_table(out, a.steps)
+    from llmpt_nb.trainer import op_times   # the table `llmpt pretrain --profile=true` prints
+    table = op_times(out, a.steps)
     total = sum(ms for _, ms in table)
     print(f"train step, seq {a.seq}, micro-batch {a.batch} x {a.accum}, graph kernel {'on' if fused else 'off'}: "
           f"{wall / a.steps * 1e3:.0f} ms per step under the profiler, {total:.0f} ms in ops")

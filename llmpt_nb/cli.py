@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
-           'add_import_config', 'build_parser', 'default_log_dir', 'run_command', 'resume_command', 'main']
+           'add_import_config', 'add_generate', 'add_export', 'build_parser', 'default_log_dir', 'run_command',
+           'resume_command', 'main']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -81,6 +82,41 @@ def add_import_config(subparsers):
                    help="the llmpt_nb YAML to write (default: FILE's name with _llmpt.yaml, in this folder)")
     return p
 
+
+def add_generate(subparsers):
+    "Add `generate` (chapter 10d) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
+    p = _command(subparsers, "generate", "continue prompts with a trained model (a run folder, a .ckpt or a Hugging Face folder)",
+                 ("generation", "run_generate"), "Continue prompts with a trained model, with a KV cache. The settings "
+                 "default to the run's generation section (the packaged config's for a .ckpt or Hugging Face folder).")
+    p.add_argument("run", help="a run folder of llmpt pretrain (its newest healthy checkpoint), one of its .ckpt files, "
+                   "or a Hugging Face LLaMA folder with tokenizer.model")
+    p.add_argument("--prompt", action="append", help="a prompt; repeat for several (default: generation.prompt)")
+    p.add_argument("--prompts", help="a UTF-8 file, one prompt per line")
+    for name, kind, text in [("max_new_tokens", int, "new tokens at most (it also stops at EOS and at seq_length)"),
+                             ("temperature", float, "0: greedy; below 1 sharper, above 1 flatter"),
+                             ("top_k", int, "keep the k most likely pieces (0: all)"),
+                             ("top_p", float, "keep the smallest set of pieces holding this probability"),
+                             ("repetition_penalty", float, "above 1: pieces already in the text are less likely")]:
+        p.add_argument("--" + name, type=kind, default=None, help=text)
+    p.add_argument("--num_samples", type=int, default=1, help="texts per prompt (sample i uses seed + i)")
+    p.add_argument("--seed", type=int, default=0, help="the same seed gives the same texts")
+    p.add_argument("--greedy", action="store_true", help="the most likely piece every time (temperature 0)")
+    p.add_argument("--no_cache", action="store_true", help="a full forward pass per new token instead of the KV cache")
+    return p
+
+
+def add_export(subparsers):
+    "Add `export` (chapter 10e) to an argparse subparsers object; its handler returns the exit code."
+    p = _command(subparsers, "export", "export a trained model to MINDIR or ONNX and check the file on fixed sentences",
+                 ("export", "run_export"), "Export a trained LLaMA (run folder, .ckpt or Hugging Face folder) with "
+                 "mindspore.export, load the file back (MindSpore for MINDIR, onnxruntime for ONNX) and compare its logits "
+                 "with the model's on fixed sentences; exit 1 when they differ.", overwrite="replace an existing FILE",
+                 check="check an existing FILE against the model instead of writing it")
+    p.add_argument("run", help="a run folder of llmpt pretrain, one of its .ckpt files, or a Hugging Face LLaMA folder")
+    p.add_argument("--format", choices=("mindir", "onnx"), required=True, help="the file format")
+    p.add_argument("-o", "--output", metavar="FILE", default=None, help="the file to write (default: model.FORMAT here)")
+    return p
+
 # %% ../nbs/10a_cli.ipynb #6a1bd740
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
@@ -112,6 +148,8 @@ def build_parser():
     add_import_config(sub)  # chapter 04a
     add_convert_weights(sub)  # chapter 07
     add_continue_pretrain(sub)  # chapter 11
+    add_generate(sub)  # chapter 10d
+    add_export(sub)  # chapter 10e
     add_doctor(sub)  # chapter 12
     add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)
     return parser

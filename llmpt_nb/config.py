@@ -163,6 +163,7 @@ NULL_TYPES = {                       # keys that are null in the packaged config
     'load_checkpoint': str, 'train_dataset.max_documents': int, 'train_dataset.shard_num': int,
     'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
     'processor.tokenizer.vocab_file': str, 'context.peak_flops': float, 'tensorboard.tensorboard_dir': str,
+    'callbacks.embedding_local_norm_threshold': float,
 }
 ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
 
@@ -205,7 +206,8 @@ runner_wrapper.max_grad_norm parallel_config.data_parallel parallel_config.model
 callbacks.log_interval callbacks.eval_interval callbacks.eval_batches callbacks.save_checkpoint_steps
 callbacks.keep_checkpoint_max generation.temperature train_dataset.max_documents train_dataset.shard_num
 context.peak_flops processor.tokenizer.sample_documents monitor_config.global_norm_spike_threshold
-monitor_config.global_norm_spike_count_threshold'''.split()
+monitor_config.global_norm_spike_count_threshold callbacks.embedding_local_norm_threshold profile_start_step
+profile_stop_step generation.repetition_penalty'''.split()
 _NON_NEGATIVE = '''seed train_dataset.min_chars train_dataset.prepare_workers optimizer.weight_decay lr_schedule.lr_end generation.top_k
 generation.max_new_tokens'''.split()
 _STEPS = 'runner_config.max_steps lr_schedule.total_steps'.split()
@@ -219,6 +221,7 @@ RULES = {
     'optimizer.beta1': ('>= 0 and < 1', lambda v: 0 <= v < 1),
     'optimizer.beta2': ('>= 0 and < 1', lambda v: 0 <= v < 1),
     'processor.tokenizer.character_coverage': ('> 0 and <= 1', lambda v: 0 < v <= 1),
+    'generation.top_p': ('> 0 and <= 1', lambda v: 0 < v <= 1),
     'runner_wrapper.scale_sense.scale_factor': ('>= 1', lambda v: v >= 1),
 }
 _DTYPES = ('float32', 'float16', 'bfloat16')

@@ -162,7 +162,10 @@ _MODEL_RULES = [   # (regular expression matched against the whole dotted key, h
     (MC + 'use_flash_attention', _drop('not used on this path: attention is plain matmuls and softmax (chapter 00a), no flash-attention kernel')),
     (MC + r'(pad|bos|eos|ignore)_token_id', _drop(_SPECIAL_IDS)),
     (MC + 'batch_size', _drop("MindFormers' inference batch; training uses runner_config.batch_size")),
-    (MC + r'(top_k|top_p|do_sample|repetition_penalty|max_decode_length)', _drop(_GEN)),
+    (MC + r'(top_k|top_p|repetition_penalty|use_past)', lambda v, src, key: (
+        {'generation.' + key.rpartition('.')[2]: v}, 'for llmpt generate (chapter 10d); use_past is its KV cache')),
+    (MC + 'do_sample', lambda v, src, key: ({} if v else {'generation.temperature': 0}, '' if v else 'greedy: temperature 0')),
+    (MC + r'(max_decode_length)', _drop(_GEN)),
     (MC + 'type', _only(('LlamaConfig',), 'llmpt_nb imports LLaMA configs only')),
     ('model.arch.type', _only(('LlamaForCausalLM',), 'llmpt_nb imports LLaMA configs only')),
 ]
@@ -195,7 +198,11 @@ _RUN_RULES = [
     ('train_dataset.input_columns', _drop("llmpt_nb's rows are [input_ids, labels]; the labels carry the loss mask")),
     ('train_dataset.batch_size', _drop('the batch is runner_config.batch_size')),
     (r'(train_dataset_task|eval_dataset|eval_dataset_task|do_eval)(\..*)?', _drop(_EVAL)),
-    (r'callbacks\[\d+\]\.(save_checkpoint_steps|keep_checkpoint_max)', lambda v, src, key: ({'callbacks.' + key.rpartition('.')[2]: v}, '')),
+    (r'(callbacks\[\d+\]|monitor_config)\.(save_checkpoint_steps|keep_checkpoint_max|embedding_local_norm_threshold)',
+        lambda v, src, key: ({'callbacks.' + key.rpartition('.')[2]: v}, '')),
+    ('runner_wrapper.local_norm', _drop("the word embedding's gradient norm is logged every step (embedding_grad_norm) without it")),
+    (r'profile_(?!start_step$|stop_step$).*|init_start_profile|profiler_level|with_stack|data_simplification|mstx',
+        _drop("a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05)")),
     (r'callbacks\[\d+\]\..*', _drop("llmpt_nb's callbacks are one section: log, eval and save intervals")),
     ('processor.tokenizer.vocab_file', _vocab_file),
     ('context.mode', _mode),
@@ -214,7 +221,7 @@ PREFIX_REASONS = {   # keys not in RULES and not llmpt_nb keys: dropped with the
     'recompute_config.': 'llmpt_nb recomputes whole decoder layers (recompute: true) or nothing',
     'parallel.': 'an auto-parallel setting with no equivalent (llmpt_nb: data parallel and ZeRO)',
     'parallel_config.': 'no equivalent (llmpt_nb: data parallel and ZeRO)', 'processor.': 'comes from the SentencePiece model',
-    'monitor_config.': "a training-monitor option llmpt_nb does not have (the global-norm spike keys are kept, chapter 05)",
+    'monitor_config.': "a training-monitor option llmpt_nb does not have (kept: the global-norm spike keys, chapter 05, and embedding_local_norm_threshold, chapter 06)",
     'tensorboard.': 'a TensorBoard writer option llmpt_nb does not have (it writes every metric; tensorboard_dir is kept)',
 }
 

@@ -18,7 +18,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
-from .trainer import AdamW, AccumulateStep, ApplyStep, gradient_buffers, set_context, peak_rss_mb
+from .trainer import AdamW, AccumulateStep, ApplyStep, embedding_index, gradient_buffers, set_context, peak_rss_mb
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
 def under_msrun():
@@ -275,7 +275,8 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     reducer = GradAllReduce(world_size) if world_size > 1 else None
     sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
     apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
-                      grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None)
+                      grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None,
+                      embedding=embedding_index(params))
     return TrainCells(optimizer, accum, accumulate, apply, params)
 
 # %% ../nbs/09a_parallel.ipynb #8c87a985
@@ -294,7 +295,7 @@ def comm_per_step(net, cells, zero_stage, accum_steps, world_size):
     if world_size == 1:
         return dict(allreduce_bytes=0, allgather_bytes=0)
     grads = _bytes(cells.accum) * (world_size if zero_stage in (2, 3) else 1)  # a full gradient's bytes
-    ar = {0: grads, 1: grads, 2: grads * accum_steps + 4, 3: grads * accum_steps + 4}[zero_stage]
+    ar = {0: grads, 1: grads, 2: grads * accum_steps + 8, 3: grads * accum_steps + 8}[zero_stage]
     ag = 0 if zero_stage == 0 else _gather_numel(net) * accum_steps if zero_stage == 3 else \
         cells.optimizer.zero.comm_bytes()["allgather"]
     return dict(allreduce_bytes=ar, allgather_bytes=ag)
@@ -370,7 +371,7 @@ def train_steps(net, cells, batches, lrs, scale=1.0):
     for micro, lr in zip(batches, lrs):
         t = time.perf_counter()
         loss = sum(float(cells.accumulate(Tensor(x), Tensor(y), scale).asnumpy()) for x, y in micro) / len(micro)
-        norm, _ = cells.apply(Tensor(lr, ms.float32), scale)
+        norm, *_ = cells.apply(Tensor(lr, ms.float32), scale)
         norm.asnumpy()
         times.append(time.perf_counter() - t)
         losses.append(loss)

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_documents', 'data_folder', 'prepare_tokenizer',
            'prepare', 'check_output_dir', 'stopped_preparation', 'run_folder', 'prepare_output_dir', 'run_lock',
-           'resume_config', 'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'load_pretrained',
+           'resume_config', 'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'model_at', 'load_pretrained',
            'config_callbacks', 'build_model', 'existing_data', 'weights_digest', 'fit_on_every_rank', 'start_run',
            'record_changes', 'sample_text', 'finish_run', 'pretrain']
 
@@ -26,7 +26,7 @@ from .prepare import (Cleaning, corpus_batches, format_sources, default_workers,
                               prepare_tokenizer as _tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data, MANIFEST)
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
-from .trainer import Trainer, LivePlot, TensorBoardLog, set_context
+from .trainer import Trainer, LivePlot, TensorBoardLog, ProfileWindow, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
 from .amp import DynamicLossScale, apply_amp_level, estimate_memory, llama_params
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
@@ -217,7 +217,8 @@ def run_lock(output_dir, rank=0, say=print):
 # %% ../nbs/10_pretrain.ipynb #8524352a
 RESUME_MAY_CHANGE = ("runner_config.max_steps", "runner_config.epochs", "callbacks.log_interval",
                      "callbacks.eval_interval", "callbacks.eval_batches", "callbacks.save_checkpoint_steps",
-                     "callbacks.keep_checkpoint_max", "context.peak_flops", "generation.")
+                     "callbacks.keep_checkpoint_max", "callbacks.embedding_local_norm_threshold", "context.peak_flops",
+                     "generation.", "use_checkpoint_health_monitor", "profile")
 
 def resume_config(cfg, overrides=(), allow_changes=False):
     """The config of the run in cfg.output_dir with today's `overrides` on top, and {key: (old, new)} of what they
@@ -294,34 +295,44 @@ def check_pretrained(theirs, ours, tok, where):
             "have them: " + " ".join(f"--model.model_config.{k}={getattr(theirs, k)}" for k in diffs))
 
 # %% ../nbs/10_pretrain.ipynb #291824ab
-def load_pretrained(net, path, tok):
-    "Set `net`'s weights from `path` (HF LLaMA folder, llmpt_nb .ckpt or run folder), checked; returns the MappingTable."
-    from llmpt_nb.weights import load_hf_model, load_ms_checkpoint, assign_parameters, parameter_arrays  # chapter 07
+def model_at(path, what="load_checkpoint", healthy=False):
+    """(net, MappingTable, the weights' path) of a Hugging Face LLaMA folder, an llmpt_nb .ckpt, or a run folder: its
+    newest complete checkpoint (with `healthy`, its newest healthy one when it has one). `what` names the path in errors."""
+    from llmpt_nb.weights import load_hf_model, load_ms_checkpoint  # chapter 07
     p = Path(path).expanduser()
     if p.is_dir() and not (p / "config.json").is_file() and (p / "checkpoint").is_dir():  # an llmpt_nb run folder
-        found = latest_checkpoint(p / "checkpoint")
+        found = (latest_checkpoint(p / "checkpoint", healthy=True) if healthy else None) or latest_checkpoint(p / "checkpoint")
         if found is None:
-            raise FileNotFoundError(f"load_checkpoint {str(path)!r} is a run folder without a good checkpoint")
+            raise FileNotFoundError(f"{what} {str(path)!r} is a run folder without a complete checkpoint: train it first "
+                                    f"(llmpt pretrain --output_dir={path}), or resume it (--resume)")
         p = found[0]
-    if p.is_dir():
-        src, table = load_hf_model(p)
-    elif p.is_file():
-        src, table = load_ms_checkpoint(p)
-    else:
-        raise FileNotFoundError(f"load_checkpoint {str(path)!r} not found: give a Hugging Face LLaMA folder (config.json "
-                                "and *.safetensors), a .ckpt or run folder written by llmpt_nb, or null for random weights")
+    if p.is_dir() and (p / "config.json").is_file():
+        return (*load_hf_model(p), p)
+    if p.is_file():
+        return (*load_ms_checkpoint(p), p)
+    raise FileNotFoundError(f"{what} {str(path)!r} is not a model: give a Hugging Face LLaMA folder (config.json and "
+                            "*.safetensors), or a .ckpt or run folder written by llmpt_nb")
+
+
+def load_pretrained(net, path, tok):
+    "Set `net`'s weights from `path` (HF LLaMA folder, llmpt_nb .ckpt or run folder), checked; returns the MappingTable."
+    from llmpt_nb.weights import assign_parameters, parameter_arrays  # chapter 07
+    src, table, p = model_at(path)
     check_pretrained(src.config, net.config, tok, p)
     assign_parameters(net, parameter_arrays(src), where=str(p))
     return table
 
 # %% ../nbs/10_pretrain.ipynb #ad95b384
 def config_callbacks(cfg):
-    """The callbacks the config asks of every run: checkpoints and exact resume, the dynamic loss scale if chosen, and
-    TensorBoard events when `tensorboard.tensorboard_dir` is set (relative to output_dir)."""
+    """The callbacks the config asks of every run: checkpoints and exact resume, the dynamic loss scale if chosen,
+    TensorBoard events when `tensorboard.tensorboard_dir` is set (relative to output_dir), and a profile of steps
+    `profile_start_step`..`profile_stop_step` into output_dir/profile with `profile: true`."""
     sc, tb = cfg.runner_wrapper.scale_sense, cfg.get("tensorboard", {}).get("tensorboard_dir")
     dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
+    profile = [ProfileWindow(Path(cfg.output_dir) / "profile", cfg.profile_start_step, cfg.profile_stop_step)] \
+        if cfg.get("profile") else []
     return ([CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
-            + ([TensorBoardLog(Path(cfg.output_dir) / tb)] if tb else []))
+            + ([TensorBoardLog(Path(cfg.output_dir) / tb)] if tb else []) + profile)
 
 # %% ../nbs/10_pretrain.ipynb #7e2fc1b2
 def build_model(cfg):

@@ -6,10 +6,12 @@
 __all__ = ['cache_dir', 'set_context', 'warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'gradient_buffers',
            'AccumulateStep', 'ApplyStep', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file',
            'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'summary_writer', 'TensorBoardLog',
-           'StopRequested', 'GracefulStop', 'batches_of', 'count_batches', 'Trainer', 'format_eval', 'spike_threshold']
+           'op_times', 'format_op_table', 'ProfileWindow', 'StopRequested', 'GracefulStop', 'batches_of',
+           'count_batches', 'Trainer', 'embedding_index', 'format_eval', 'spike_threshold']
 
 # %% ../nbs/05_train.ipynb #497037e1
-import json, logging, math, os, platform, resource, signal, sys, threading, time
+import csv, json, logging, math, os, platform, resource, signal, sys, threading, time
+from collections import defaultdict
 from pathlib import Path
 import numpy as np
 import psutil
@@ -175,22 +177,24 @@ class ApplyStep(nn.Cell):
     """Turn the summed gradients in `accum` into one update: global norm, finiteness, clipping, optimizer, zeroed
     buffers. Several ranks (chapter 09a): `grad_reducer` sums whole gradients over ranks, or `norm_reducer` sums the
     squared norms of the slices each rank holds (ZeRO-2/3); either way the buffers then hold sums over ranks. A finite
-    step whose global norm is above `spike_threshold` is not applied either (spike skipping; inf, the default: off)."""
+    step whose global norm is above `spike_threshold` is not applied either (spike skipping; inf, the default: off).
+    Also returned: the norm of gradient `embedding` (the word embedding's, which checkpoint health watches, chapter 06)."""
     def __init__(self, optimizer, accum, accum_steps, max_grad_norm=1.0, use_clip=True, world_size=1,
-                 grad_reducer=None, norm_reducer=None):
+                 grad_reducer=None, norm_reducer=None, embedding=0):
         super().__init__(auto_prefix=False)
         self.optimizer, self.accum, self.grad_reducer, self.norm_reducer = optimizer, accum, grad_reducer, norm_reducer
         self.denom, self.max_norm, self.use_clip = float(accum_steps * world_size), float(max_grad_norm), use_clip
-        self.hyper_map = ops.HyperMap()
+        self.hyper_map, self.embedding = ops.HyperMap(), embedding
         self.spike_threshold = Parameter(Tensor(math.inf, ms.float32), "global_norm_spike_threshold", requires_grad=False)
 
     def construct(self, lr, scale):
         grads = self.accum if self.grad_reducer is None else self.grad_reducer(self.accum)
-        sq = ops.addn([ops.reduce_sum(g * g) for g in grads]).reshape(1)
+        squares = [ops.reduce_sum(g * g) for g in grads]
+        sq = ops.stack([ops.addn(squares), squares[self.embedding]])   # all gradients, and the word embedding's
         if self.norm_reducer is not None:
             sq = self.norm_reducer(sq)
         denom = scale * self.denom
-        norm = ops.sqrt(sq[0]) / denom
+        norm, embedding_norm = ops.sqrt(sq[0]) / denom, ops.sqrt(sq[1]) / denom
         finite = ops.isfinite(norm)  # one reduction: an inf or NaN in any gradient makes the norm inf or NaN
         coef = 1.0 / denom  # averaging and clipping are one factor, applied inside the optimizer's update
         if self.use_clip:
@@ -198,7 +202,7 @@ class ApplyStep(nn.Cell):
         if ops.logical_and(finite, norm <= self.spike_threshold):
             self.optimizer(grads, lr, coef)
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
-        return norm, finite
+        return norm, finite, embedding_norm
 
 # %% ../nbs/05_train.ipynb #8d9852af
 def flops_per_token(n_params, num_layers, hidden_size, seq_length):
@@ -341,6 +345,58 @@ class TensorBoardLog:
     def on_stop(self, trainer):
         if self.writer is not None: self.writer.close(); self.writer = None
 
+# %% ../nbs/05_train.ipynb #afb28620
+def op_times(folder, steps):
+    "(op type, ms per step) of MindSpore's CPU profile in `folder`, slowest first; graph-kernel fusions are one row."
+    detail = sorted(Path(folder).rglob("cpu_op_detail_info_*.csv"))
+    if not detail:
+        raise FileNotFoundError(f"no CPU operator profile under {folder}: MindSpore writes cpu_op_detail_info_*.csv "
+                                "for CPU runs only (on GPU or Ascend read its own output there)")
+    per_type = defaultdict(float)
+    with open(detail[-1], newline="") as f:
+        for r in csv.DictReader(f):
+            kind = "fused (graph kernel)" if r["op_type"].startswith("GraphKernel") else r["op_type"]
+            per_type[kind] += float(r["op_total_time(ms)"]) / steps
+    return sorted(per_type.items(), key=lambda kv: -kv[1])
+
+def format_op_table(times, top=10):
+    "The `top` rows of `op_times` with their share of the time in operators."
+    total = sum(t for _, t in times) or 1.0
+    return "\n".join([f"  {'op type':28s} {'ms/step':>8s}  share"] +
+                     [f"  {kind:28s} {t:8.2f} {100 * t / total:5.1f}%" for kind, t in times[:top]])
+
+class ProfileWindow:
+    """A `Trainer` callback that profiles optimizer steps `start`..`stop` (inclusive) with MindSpore's `Profiler` into
+    `folder` (rank 0), then prints and saves (`op_table.txt`) the operator types that took the most time."""
+    order = 3
+
+    def __init__(self, folder, start, stop):
+        if not 1 <= start <= stop:
+            raise ValueError(f"profile_start_step {start}, profile_stop_step {stop}: need 1 <= start <= stop")
+        self.folder, self.start, self.stop, self.profiler, self.done = Path(folder), start, stop, None, False
+
+    def before_fit(self, trainer, resume): self._begin(trainer)
+
+    def after_step(self, trainer, rec):
+        if self.profiler is not None and (trainer.step >= self.stop or rec["last"]): self.on_stop(trainer)
+        else: self._begin(trainer)
+
+    def _begin(self, trainer):
+        if self.profiler is None and not self.done and trainer.is_main and self.start - 1 <= trainer.step < self.stop:
+            from mindspore import Profiler
+            self.profiler, self.first = Profiler(start_profile=False, output_path=str(self.folder)), trainer.step + 1
+            self.profiler.start()
+
+    def on_stop(self, trainer):
+        if self.profiler is None: return
+        prof, self.profiler, self.done = self.profiler, None, True
+        prof.stop(); prof.analyse()
+        try: table = format_op_table(op_times(self.folder, trainer.step - self.first + 1))
+        except FileNotFoundError as e: table = str(e)
+        (self.folder / "op_table.txt").write_text(table + "\n", encoding="utf-8")
+        if trainer.verbose:
+            tqdm.write(f"profile of steps {self.first}-{trainer.step} (MindSpore Profiler, in {self.folder}):\n{table}", file=sys.stdout)
+
 # %% ../nbs/05_train.ipynb #d14ef759
 class StopRequested(KeyboardInterrupt):
     """Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written. A
@@ -431,6 +487,10 @@ class Trainer:
                           loss_scale=float(cfg.runner_wrapper.scale_sense.loss_scale_value))
 
 # %% ../nbs/05_train.ipynb #e6e73d94
+def embedding_index(params):
+    "Position of the word-embedding matrix among `params` (LLaMA's `embed_tokens`, BERT's `word_embeddings`), else 0."
+    return next((i for i, p in enumerate(params) if p.name.endswith(("embed_tokens.weight", "word_embeddings.weight"))), 0)
+
 @patch
 def _build_cells(self: Trainer, cells=None):
     "The two compiled cells (accumulate, apply) with their optimizer and buffers; `cells` from chapter 09a for ranks."
@@ -443,7 +503,8 @@ def _build_cells(self: Trainer, cells=None):
     self.optimizer = REGISTRY.get("optimizer", opt.type)(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
     self.accum = gradient_buffers(self.params)
     self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
-    self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad)
+    self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad,
+                           embedding=embedding_index(self.params))
 
 @patch
 def _plan_steps(self: Trainer):
@@ -578,7 +639,8 @@ def _call(self: Trainer, hook, *args):
 @patch
 def train_step(self: Trainer, batches):
     """One optimizer step: accumulate micro-batches, then apply. Returns (mean loss, grad norm, finite); adds the
-    tokens read (all ranks) to `state['tokens_seen']` and leaves the step's training FLOPs in `step_flops`."""
+    tokens read (all ranks) to `state['tokens_seen']`, and leaves the step's training FLOPs in `step_flops` and the word
+    embedding's gradient norm in `embedding_norm`."""
     scale = Tensor(self.state["loss_scale"], ms.float32)
     loss, self.step_flops, mc = 0.0, 0.0, self.net.config
     for _ in range(self.accum_steps):
@@ -589,7 +651,8 @@ def train_step(self: Trainer, batches):
         self.step_flops += flops_per_token(self.n_matmul, mc.num_layers, mc.hidden_size, per_row) * tokens
         self.state["tokens_seen"] += tokens
         self.state["micro_step"] += 1
-    norm, finite = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
+    norm, finite, embedding_norm = self.apply(Tensor(self.lr(self.step), ms.float32), scale)
+    self.embedding_norm = float(embedding_norm.asnumpy())
     return loss, float(norm.asnumpy()), bool(finite.asnumpy())
 
 @patch
@@ -632,7 +695,8 @@ def _loop(self: Trainer, batches, bar, stop):
         achieved = self.step_flops / dt / self.world_size
         if achieved > self.peak_flops:  # the peak is the fastest rate seen: MFU stays at or below 100%
             self.peak_flops, self.peak_source = achieved, "the fastest training step seen (above the measured matmul peak)"
-        rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, loss_scale=scale, overflow=not finite, skipped=skipped,
+        rec = dict(step=self.step, loss=loss, lr=lr, grad_norm=norm, embedding_grad_norm=self.embedding_norm,
+                   loss_scale=scale, overflow=not finite, skipped=skipped,
                    tokens_per_s=(self.state['tokens_seen'] - seen) / dt, mfu=achieved / self.peak_flops, step_ms=dt * 1e3,
                    peak_rss_mb=peak_rss_mb())
         self.history.append(rec); self._log(rec)

@@ -61,6 +61,19 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
     assert meta["step"] == 2 and meta["micro_step"] == 4 and meta["global_batch"] == 16
 
 
+def test_profile_window_prints_the_slowest_operators(tmp_path, env):
+    "profile: true profiles steps profile_start_step..profile_stop_step with MindSpore's Profiler into OUTPUT_DIR/profile."
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=4", "--profile=true",
+              "--profile_start_step=2", "--profile_stop_step=3", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"profile of steps 2-3 (MindSpore Profiler, in {out / 'profile'})" in r.stdout
+    table = (out / "profile" / "op_table.txt").read_text()
+    assert table in r.stdout and "MatMul" in table and list((out / "profile").rglob("cpu_op_detail_info_*.csv"))
+    rows = [l.split() for l in table.splitlines()[1:]]
+    assert sum(float(x[-1].rstrip("%")) for x in rows) <= 100.05 and float(rows[0][-2]) >= float(rows[-1][-2]) > 0
+
+
 def check_error(r, *needles):
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]

@@ -48,3 +48,39 @@ def test_import_config_command(tmp_path, env):
     again = subprocess.run([bin_path("llmpt"), "import-config", "mf.yaml", "-o", "ours.yaml"], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--overwrite" in again.stderr and "Traceback" not in again.stderr
+
+
+HEALTH = """
+use_skip_data_by_global_norm: True
+use_checkpoint_health_monitor: True
+monitor_config: {monitor_on: True, global_norm_spike_threshold: 2.5, global_norm_spike_count_threshold: 5}
+runner_wrapper: {local_norm: True}
+callbacks: [{type: MFLossMonitor}, {type: CheckpointMonitor, save_checkpoint_steps: 1, embedding_local_norm_threshold: 270.0}]
+tensorboard: {tensorboard_dir: worker/tensorboard, tensorboard_queue_size: 10}
+profile: True
+profile_start_step: 2
+profile_stop_step: 5
+profile_memory: True
+"""
+
+
+def test_import_config_maps_the_run_health_keys(tmp_path, env):
+    "MindFormers' TensorBoard, data-skipping, checkpoint-health and profiling keys become llmpt_nb's, not dropped."
+    (tmp_path / "mf.yaml").write_text(HEALTH)
+    r = subprocess.run([bin_path("llmpt"), "import-config", "mf.yaml", "-o", "ours.yaml"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
+    ours = yaml.safe_load((tmp_path / "ours.yaml").read_text())
+    assert ours["use_skip_data_by_global_norm"] is True and ours["use_checkpoint_health_monitor"] is True
+    assert ours["monitor_config"] == {"global_norm_spike_threshold": 2.5, "global_norm_spike_count_threshold": 5}
+    assert ours["callbacks"] == {"save_checkpoint_steps": 1, "embedding_local_norm_threshold": 270.0}
+    assert ours["tensorboard"] == {"tensorboard_dir": "worker/tensorboard"}
+    assert (ours["profile"], ours["profile_start_step"], ours["profile_stop_step"]) == (True, 2, 5)
+    for key, why in [("profile_memory", "Profiler option"), ("runner_wrapper.local_norm", "embedding_grad_norm"),
+                     ("monitor_config.monitor_on", "training-monitor option")]:
+        assert "**dropped**" in rows[key] and why in rows[key], rows[key]
+    check = ("from llmpt_nb.config import load_config; c = load_config('ours.yaml'); "
+             "assert c.callbacks.embedding_local_norm_threshold == 270.0 and c.profile_stop_step == 5")
+    r2 = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r2.returncode == 0, r2.stderr[-3000:]

@@ -88,3 +88,41 @@ def test_resume_refuses_another_global_batch(tmp_path, env):
     assert r.returncode == 2 and "gradient_accumulation_steps: 2 -> 1" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = subprocess.run(resume + ["--allow-config-change"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "global batch" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]  # and by the trainer
+
+
+def test_resume_passes_over_an_unhealthy_checkpoint(tmp_path, env):
+    """RUN's spike at step 2 is skipped, so the step-2 checkpoint is recorded unhealthy. A run stopped there and
+    resumed with use_checkpoint_health_monitor passes over it (named), continues from step 1 and ends with the
+    uninterrupted run's losses and weights; when every checkpoint is unhealthy the resume is refused, exit 2."""
+    short = [a for a in RUN if not a.startswith(("--runner_config.max_steps", "--callbacks.keep_checkpoint_max"))]
+    short += ["--lr_schedule.total_steps=20", "--callbacks.keep_checkpoint_max=1"]   # the same schedule in every run
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    for out, steps in ((straight, 6), (stopped, 2)):
+        r = subprocess.run([bin_path("llmpt"), *short, f"--runner_config.max_steps={steps}", f"--output_dir={out}"],
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+    meta = {p.stem: json.loads(p.read_text()) for p in (stopped / "checkpoint").glob("step_*.json")}
+    assert sorted(meta) == ["step_1", "step_2"]                 # step 1 kept beyond keep_checkpoint_max 1: the healthy one
+    assert meta["step_1"]["health"]["healthy"] and not meta["step_2"]["health"]["healthy"]
+    assert "step 2 skipped as a gradient spike" in meta["step_2"]["health"]["problems"][0]
+
+    r = subprocess.run([bin_path("llmpt"), "pretrain", "--resume", f"--output_dir={stopped}", "--runner_config.max_steps=6",
+                        "--use_checkpoint_health_monitor=true"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping the unhealthy checkpoint step_2.ckpt: step 2 skipped as a gradient spike" in r.stderr
+    assert "resumed from step 1 " in r.stdout
+    a, b = losses(straight), losses(stopped)
+    assert sorted(b) == list(range(1, 7)) and all(a[s] == b[s] for s in a)
+    import mindspore as ms
+    wa, wb = (ms.load_checkpoint(str(d / "checkpoint" / "step_6.ckpt")) for d in (straight, stopped))
+    assert all(np.array_equal(wa[k].asnumpy(), wb[k].asnumpy()) for k in wa)
+
+    sick = tmp_path / "sick"                                   # every window's embedding norm above a tiny threshold
+    r = subprocess.run([bin_path("llmpt"), "pretrain", "--smoke", f"--output_dir={sick}",
+                        "--callbacks.embedding_local_norm_threshold=1e-6"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([bin_path("llmpt"), "pretrain", "--resume", f"--output_dir={sick}", "--runner_config.max_steps=4",
+                        "--use_checkpoint_health_monitor=true"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "is healthy" in r.stderr and "--use_checkpoint_health_monitor=false" in r.stderr
+    assert "above callbacks.embedding_local_norm_threshold 1e-06" in r.stderr

@@ -206,7 +206,10 @@ class LlamaForCausalLM(nn.Cell):
         self.tied, self.compute_dtype = cfg.tie_word_embeddings, dt
 
     def construct(self, input_ids):
-        h = self.model(input_ids)
+        return self.head(self.model(input_ids))
+
+    def head(self, h):
+        "Logits (float32) of final hidden states h (batch, seq, hidden): the tied embedding matrix or lm_head."
         if self.tied:
             b, t, d = h.shape
             w = self.model.embed_tokens.weight.astype(self.compute_dtype)

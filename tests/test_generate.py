@@ -1,0 +1,113 @@
+"""`llmpt generate` as a user runs it (chapter 10d): from a run folder, from one of its checkpoints and from the Hugging
+Face folder `convert-weights` makes of it; seeded and deterministic; the KV cache equal to the full forward pass."""
+import subprocess
+import numpy as np
+import pytest
+from conftest import ROOT, bin_path
+
+
+def llmpt(*args, env, timeout=600):
+    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, env):
+    out = tmp_path_factory.mktemp("generate") / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=6", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def test_generate_from_a_run_folder_is_seeded(run_dir, env):
+    args = ["generate", run_dir, "--prompt", "中国", "--prompt", "北京", "--num_samples", "2", "--seed", "3", "--top_p", "0.9"]
+    a, b = llmpt(*args, env=env), llmpt(*args, env=env)
+    assert a.returncode == 0, a.stderr[-3000:]
+    lines = a.stdout.strip().splitlines()
+    assert len(lines) == 4 and [l[:2] for l in lines] == ["中国", "中国", "北京", "北京"] and "\ufffd" not in a.stdout
+    assert a.stdout == b.stdout                                     # the same seed, the same texts
+    assert "step_6.ckpt" in a.stderr and "KV cache" in a.stderr and "top_p 0.9" in a.stderr
+    c = llmpt(*args[:-4], "--seed", "4", env=env)
+    assert c.returncode == 0 and c.stdout != a.stdout
+
+
+def test_cache_and_no_cache_write_the_same_greedy_text(run_dir, env):
+    runs = [llmpt("generate", run_dir, "--greedy", "--max_new_tokens", "30", *extra, env=env) for extra in ([], ["--no_cache"])]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    assert runs[0].stdout == runs[1].stdout and "no cache" in runs[1].stderr
+
+
+def test_generate_from_a_converted_hugging_face_folder(run_dir, tmp_path, env):
+    hf = tmp_path / "hf"
+    r = llmpt("convert-weights", "--from", "ms", "--to", "hf", run_dir / "checkpoint" / "step_6.ckpt", hf, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (hf / "tokenizer.model").is_file()
+    ours = llmpt("generate", run_dir / "checkpoint" / "step_6.ckpt", "--greedy", "--prompt", "中国", env=env)
+    theirs = llmpt("generate", hf, "--greedy", "--prompt", "中国", env=env)
+    assert ours.returncode == 0 and theirs.returncode == 0, theirs.stderr[-3000:]
+    assert ours.stdout == theirs.stdout and len(ours.stdout.strip()) > 2
+
+
+def test_bad_inputs_get_one_sentence(run_dir, tmp_path, env):
+    empty = tmp_path / "empty_run"
+    empty.mkdir(); (empty / "checkpoint").mkdir(); (empty / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    for args, needle in [((empty,), "without a complete checkpoint"),
+                         ((run_dir, "--prompt", "中国" * 300), "shorten it"),
+                         ((tmp_path / "nothing",), "is not a model"),
+                         ((run_dir, "--temprature=0.5"), "has no option")]:
+        r = llmpt("generate", *args, env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+        assert needle in r.stderr, (needle, r.stderr[-2000:])
+
+
+def test_cached_logits_equal_the_full_forward_pass_at_every_position():
+    "The packaged default's shape (GQA 4/2 heads, RoPE), random weights, all 128 positions: float32 rounding only."
+    import llmpt_nb  # noqa: F401
+    import mindspore as ms
+    from mindspore import Tensor
+    from llmpt_nb.config import load_config
+    from llmpt_nb.generation import KVCacheDecoder
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(1)
+    mc = load_config().model.model_config
+    net = LlamaForCausalLM(LlamaConfig.from_dict({**mc, "initializer_range": 0.1}))
+    ids = np.random.default_rng(1).integers(0, mc.vocab_size, mc.seq_length).astype(np.int32)
+    full = net(Tensor(ids[None])).asnumpy()[0]
+    dec = KVCacheDecoder(net)
+    k, v = dec.empty_cache()
+    got = []
+    for pos, t in enumerate(ids):
+        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
+        got.append(logits.asnumpy()[0])
+    assert np.abs(np.array(got) - full).max() < 1e-4
+    assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(tmp_path_factory, env):
+    out = tmp_path_factory.mktemp("export") / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=6",
+              "--callbacks.save_checkpoint_steps=3", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["mindir", "onnx"])
+def test_export_passes_its_check_and_a_changed_model_fails_it(two_checkpoints, tmp_path, env, fmt):
+    f = tmp_path / f"model.{fmt}"
+    r = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "step_6.ckpt" in r.stdout and "OK (float32 rule" in r.stdout and "top-1 agreement 100.0%" in r.stdout
+    assert f.is_file() and not list(tmp_path.glob(".tmp_*"))
+    again = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, env=env)            # no silent overwrite
+    assert again.returncode == 2 and "--overwrite" in again.stderr
+    ok = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, "--check", env=env)
+    assert ok.returncode == 0 and "OK" in ok.stdout
+    other = llmpt("export", two_checkpoints / "checkpoint" / "step_3.ckpt", "--format", fmt, "-o", f, "--check", env=env)
+    assert other.returncode == 1 and "MISMATCH" in other.stdout and "max relative logit difference" in other.stdout
+
+
+def test_export_refuses_an_unknown_format(two_checkpoints, tmp_path, env):
+    r = llmpt("export", two_checkpoints, "--format", "tflite", "-o", tmp_path / "m.tflite", env=env)
+    assert r.returncode == 2 and "invalid choice: 'tflite'" in r.stderr and "Traceback" not in r.stderr
