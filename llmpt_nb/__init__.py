@@ -24,6 +24,7 @@ _API = {   # public name -> the llmpt_nb module that defines it
     'load_tokenizer': 'tokenizer', 'train_tokenizer': 'tokenizer',
     'LlamaConfig': 'models.llama', 'LlamaForCausalLM': 'models.llama', 'generate': 'models.llama',
     'Trainer': 'trainer',
+    'load_generator': 'generation', 'Generator': 'generation', 'export_model': 'export', 'check_export': 'export',
     'load_hf_model': 'weights', 'export_hf': 'weights', 'convert_weights': 'convert',
     'launch': 'launch',
     'run_doctor': 'doctor',
