@@ -9,7 +9,7 @@ __all__ = ['FORMATS', 'InverseSqrt', 'export_form', 'export_model', 'exported_lo
            'run_export']
 
 # %% ../nbs/10e_export.ipynb #9b1d98e2
-import os, sys
+import os
 from pathlib import Path
 import numpy as np
 import mindspore as ms

@@ -8,7 +8,7 @@ position once in one compiled GRAPH_MODE graph, checked against the full forward
 __all__ = ['SETTINGS', 'sample_next', 'KVCacheDecoder', 'generate_ids', 'Generator', 'load_generator', 'run_generate']
 
 # %% ../nbs/10d_generate.ipynb #5660ac76
-import json, sys, time
+import sys
 from pathlib import Path
 import numpy as np
 import mindspore as ms
