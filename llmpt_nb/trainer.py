@@ -348,7 +348,7 @@ class TensorBoardLog:
 # %% ../nbs/05_train.ipynb #afb28620
 def op_times(folder, steps):
     "(op type, ms per step) of MindSpore's CPU profile in `folder`, slowest first; graph-kernel fusions are one row."
-    detail = sorted(Path(folder).rglob("cpu_op_detail_info_*.csv"))
+    detail = sorted(Path(folder).rglob("cpu_op_detail_info_*.csv"), key=lambda p: p.stat().st_mtime)   # newest last
     if not detail:
         raise FileNotFoundError(f"no CPU operator profile under {folder}: MindSpore writes cpu_op_detail_info_*.csv "
                                 "for CPU runs only (on GPU or Ascend read its own output there)")
