@@ -761,6 +761,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'llmpt_nb.pipeline.existing_data': ('pretrain.html#existing_data', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.finish_run': ('pretrain.html#finish_run', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.fit_on_every_rank': ('pretrain.html#fit_on_every_rank', 'llmpt_nb/pipeline.py'),
+                                   'llmpt_nb.pipeline.held_out_opening': ('pretrain.html#held_out_opening', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.load_documents': ('pretrain.html#load_documents', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.load_pretrained': ('pretrain.html#load_pretrained', 'llmpt_nb/pipeline.py'),
                                    'llmpt_nb.pipeline.model_at': ('pretrain.html#model_at', 'llmpt_nb/pipeline.py'),

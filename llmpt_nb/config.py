@@ -163,7 +163,7 @@ NULL_TYPES = {                       # keys that are null in the packaged config
     'load_checkpoint': str, 'train_dataset.max_documents': int, 'train_dataset.shard_num': int,
     'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
     'processor.tokenizer.vocab_file': str, 'context.peak_flops': float, 'tensorboard.tensorboard_dir': str,
-    'callbacks.embedding_local_norm_threshold': float,
+    'callbacks.embedding_local_norm_threshold': float, 'generation.prompt': str,
 }
 ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
 
@@ -404,9 +404,10 @@ def parse_overrides(args: Union[str, Iterable[str]], like: Optional[dict] = None
     "Nested dict of overrides from `--a.b=value` arguments; values read as YAML, except text keys of `like`."
     out = {}
     for key, text, _ in _split_args(args):
-        keep_text = (like is not None and isinstance(_get(like, key), str)
-                     and not (key in ALSO_TYPES and text.lstrip().startswith('[')))   # a blend given as a YAML list
-        _set(out, key, text if keep_text else _parse_value(text))
+        now, value = (_get(like, key) if like is not None else None), _parse_value(text)
+        text_key = isinstance(now, str) or (like is not None and now is None and NULL_TYPES.get(key) is str and value is not None)
+        keep_text = text_key and not (key in ALSO_TYPES and text.lstrip().startswith('['))   # a blend given as a YAML list
+        _set(out, key, text if keep_text else value)
     return out
 
 # %% ../nbs/04_config.ipynb #6cd3cfeb

@@ -8,7 +8,7 @@ position once in one compiled GRAPH_MODE graph, checked against the full forward
 __all__ = ['SETTINGS', 'sample_next', 'KVCacheDecoder', 'generate_ids', 'Generator', 'load_generator', 'run_generate']
 
 # %% ../nbs/10d_generate.ipynb #5660ac76
-import sys
+import json, sys
 from pathlib import Path
 import numpy as np
 import mindspore as ms
@@ -142,6 +142,8 @@ def load_generator(path, cache=True):
         raise FileNotFoundError(f"no SentencePiece tokenizer.model comes with {weights}: generation needs the tokenizer "
                                 "the weights were trained with (a run folder's tokenizer/, or tokenizer.model beside them)")
     gen = load_config(run / "config.yaml" if run else None).generation
+    if gen.prompt is None and run and (run / "summary.json").is_file():     # the run's own sample started from it
+        gen.prompt = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("prompt")
     return Generator(net, load_tokenizer(sp), cache and gen.get("use_past", True)), gen, weights
 
 # %% ../nbs/10d_generate.ipynb #a3de0b64
@@ -155,6 +157,8 @@ def run_generate(args, overrides=()):
     prompts = list(args.prompt or [])
     if args.prompts:
         prompts += [l for l in Path(args.prompts).read_text(encoding="utf-8").splitlines() if l.strip()]
+    if not (prompts or cfg.prompt):
+        raise ValueError(f"no prompt: give --prompt TEXT or --prompts FILE ({args.run} records no generation.prompt)")
     prompts = prompts or [cfg.prompt]
     settings = {k: getattr(args, k) if getattr(args, k) is not None else cfg.get(k, 1.0) for k in SETTINGS}
     if args.greedy: settings["temperature"] = 0

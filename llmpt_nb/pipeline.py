@@ -7,7 +7,7 @@ __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_docum
            'prepare', 'check_output_dir', 'stopped_preparation', 'run_folder', 'prepare_output_dir', 'run_lock',
            'resume_config', 'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'model_at', 'load_pretrained',
            'config_callbacks', 'build_model', 'existing_data', 'weights_digest', 'fit_on_every_rank', 'start_run',
-           'record_changes', 'sample_text', 'finish_run', 'pretrain']
+           'record_changes', 'sample_text', 'held_out_opening', 'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import fcntl, functools, hashlib, json, os, shutil, sys, time
@@ -26,7 +26,7 @@ from .prepare import (Cleaning, corpus_batches, format_sources, default_workers,
                               prepare_tokenizer as _tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data, MANIFEST)
 from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
-from .trainer import Trainer, LivePlot, TensorBoardLog, ProfileWindow, set_context
+from .trainer import Trainer, LivePlot, TensorBoardLog, ProfileWindow, batches_of, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
 from .amp import DynamicLossScale, apply_amp_level, estimate_memory, llama_params
 from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
@@ -426,17 +426,25 @@ def record_changes(out, cfg, changes, step):
         f.write(json.dumps({"step": step, "config_change": {k: list(v) for k, v in changes.items()}}) + "\n")
 
 
-def sample_text(net, tok, gen, seed):
-    "The prompt `gen.prompt` and what `net` writes after it (config section `generation`); no byte-fallback pieces."
+def sample_text(net, tok, gen, seed, prompt=None):
+    "`prompt` (default `gen.prompt`) and what `net` writes after it (config section `generation`); no byte-fallback pieces."
+    prompt = prompt or gen.prompt
     byte_pieces = [i for i in range(tok.vocab_size) if tok.sp.is_byte(i)]  # half a character decodes as '\ufffd'
-    return gen.prompt + tok.decode(generate(net, tok.encode(gen.prompt), gen.max_new_tokens, gen.top_k, gen.temperature,
-                                            eos_id=tok.eos_id, pad_id=tok.pad_id, seed=seed, banned_ids=byte_pieces))
+    return prompt + tok.decode(generate(net, tok.encode(prompt), gen.max_new_tokens, gen.top_k, gen.temperature,
+                                        eos_id=tok.eos_id, pad_id=tok.pad_id, seed=seed, banned_ids=byte_pieces))
+
+
+def held_out_opening(val_ds, tok, chars=4):
+    "The first `chars` characters of the first held-out document: the sample's prompt when generation.prompt is null."
+    row = [int(i) for i in next(iter(batches_of(val_ds)))[0][0]]
+    return tok.decode(row[:row.index(tok.eos_id)] if tok.eos_id in row else row).strip()[:chars]
 
 
 def finish_run(cfg, run, out, seconds):
     "Generate the sample and write sample.txt and summary.json; returns the summary."
     tok, history = run.tok, run.trainer.history
-    sample = sample_text(run.net, tok, cfg.generation, cfg.seed)
+    prompt = cfg.generation.prompt or held_out_opening(run.trainer.val_ds, tok)
+    sample = sample_text(run.net, tok, cfg.generation, cfg.seed, prompt)
     atomic_write_text(out / "sample.txt", sample + "\n")
     evals = run.trainer.eval_history
     summary = dict(
@@ -446,7 +454,7 @@ def finish_run(cfg, run, out, seconds):
         tokens_seen=run.trainer.state["tokens_seen"], peak_rss_mb=history[-1]["peak_rss_mb"],
         roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"], sources=run.sources,
         skipped_steps=run.trainer.state["skipped_steps"],
-        checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), sample=sample, seconds=seconds)
+        checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), prompt=prompt, sample=sample, seconds=seconds)
     if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
         b = run.baselines
         summary.update(eval_bits_per_char=evals[-1].get("eval_bits_per_char"), baseline_lambda=b.lam,

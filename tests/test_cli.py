@@ -59,6 +59,12 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
     assert int(ckpt["global_step"].asnumpy()) == 2 and "model.norm.weight" in ckpt and "adam_m.model.norm.weight" in ckpt
     meta = json.loads(Path(s["checkpoint"]).with_suffix(".json").read_text())
     assert meta["step"] == 2 and meta["micro_step"] == 4 and meta["global_batch"] == 16
+    from llmpt_nb.data import read_mindrecord       # the sample starts from the opening of the first held-out document
+    from llmpt_nb.tokenizer import load_tokenizer
+    tok = load_tokenizer(out / "tokenizer")
+    first = next(read_mindrecord(out / "data" / "val.mindrecord", batch_size=1).create_tuple_iterator(output_numpy=True))[0][0]
+    assert len(s["prompt"]) == 4 and tok.decode([int(i) for i in first]).strip().startswith(s["prompt"])
+    assert s["sample"].startswith(s["prompt"]) and (out / "sample.txt").read_text().startswith(s["prompt"])
 
 
 def test_profile_window_prints_the_slowest_operators(tmp_path, env):

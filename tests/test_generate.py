@@ -31,6 +31,18 @@ def test_generate_from_a_run_folder_is_seeded(run_dir, env):
     assert c.returncode == 0 and c.stdout != a.stdout
 
 
+def test_the_default_prompt_is_the_one_the_run_sampled_from(run_dir, tmp_path, env):
+    "No --prompt: a run folder continues the prompt of its own sample (summary.json); a bare checkpoint has none: exit 2."
+    import json
+    prompt = json.loads((run_dir / "summary.json").read_text())["prompt"]
+    r = llmpt("generate", run_dir, "--greedy", env=env)
+    assert r.returncode == 0 and r.stdout.startswith(prompt) and len(prompt) == 4, (prompt, r.stdout, r.stderr[-2000:])
+    hf = tmp_path / "hf"
+    assert llmpt("convert-weights", "--from", "ms", "--to", "hf", run_dir / "checkpoint" / "step_6.ckpt", hf, env=env).returncode == 0
+    r = llmpt("generate", hf, env=env)
+    assert r.returncode == 2 and "no prompt: give --prompt" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_cache_and_no_cache_write_the_same_greedy_text(run_dir, env):
     runs = [llmpt("generate", run_dir, "--greedy", "--max_new_tokens", "30", *extra, env=env) for extra in ([], ["--no_cache"])]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
