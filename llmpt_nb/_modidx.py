@@ -807,6 +807,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.prepare.default_workers': ('prepare.html#default_workers', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.file_digests': ('prepare.html#file_digests', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.format_sources': ('prepare.html#format_sources', 'llmpt_nb/prepare.py'),
+                                  'llmpt_nb.prepare.ids_dtype': ('prepare.html#ids_dtype', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.load_prepared': ('prepare.html#load_prepared', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.prepare_corpus': ('prepare.html#prepare_corpus', 'llmpt_nb/prepare.py'),
                                   'llmpt_nb.prepare.prepare_tokenizer': ('prepare.html#prepare_tokenizer', 'llmpt_nb/prepare.py'),

@@ -171,7 +171,8 @@ def _row_bytes(cols, fields, start, stop):
     return [r.tobytes() for r in np.concatenate(parts, axis=1)]
 
 def _write_rows(writer, cols, fast=True):
-    "Write validated int32 columns, WRITE_BATCH_ROWS at a time; `fast` hands the bytes straight to the C++ writer."
+    """Write validated int32 columns, WRITE_BATCH_ROWS at a time; `fast` hands the bytes straight to the C++ writer
+    (validated here, so without its own check)."""
     n = len(next(iter(cols.values())))
     shard = getattr(writer, '_writer', None)             # FileWriter's ShardWriter, in MindSpore 2.x
     fields = list(getattr(getattr(writer, '_header', None), 'blob_fields', None) or [])
@@ -182,7 +183,7 @@ def _write_rows(writer, cols, fast=True):
     if not shard.is_open: shard.open(writer._paths, writer._overwrite)
     if not shard.get_shard_header(): shard.set_shard_header(writer._header)
     for s in range(0, n, WRITE_BATCH_ROWS):
-        status = shard._writer.write_raw_data({}, _row_bytes(cols, fields, s, s + WRITE_BATCH_ROWS), True, False)
+        status = shard._writer.write_raw_data({}, _row_bytes(cols, fields, s, s + WRITE_BATCH_ROWS), False, False)
         if status != type(status).SUCCESS: raise RuntimeError(f"MindRecord's writer returned {status}")
 
 def _check_written(files, cols, name, n=None):

@@ -32,10 +32,10 @@ from .data import MindRecordWriter, Packer
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
-__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'process_batch', 'corpus_batches', 'blend_sources', 'default_workers',
-           'stream_batches', 'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer', 'WriterProcess',
-           'prepare_corpus', 'load_prepared', 'prepared_report', 'prepared_baselines', 'format_sources', 'file_digests',
-           'data_files', 'verify_data']
+__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'ids_dtype', 'process_batch', 'corpus_batches', 'blend_sources',
+           'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer',
+           'WriterProcess', 'prepare_corpus', 'load_prepared', 'prepared_report', 'prepared_baselines',
+           'format_sources', 'file_digests', 'data_files', 'verify_data']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -58,7 +58,13 @@ def _watch_parent():
     if multiprocessing.parent_process() is not None:
         threading.Thread(target=_orphaned, args=(os.getppid(),), daemon=True).start()
 
+def ids_dtype(vocab_size):
+    "The smallest NumPy type for token ids below `vocab_size`: uint16 for vocabularies up to 65,536, else int32."
+    return np.uint16 if vocab_size <= 1 << 16 else np.int32
+
 def _start_worker(model_file, cleaning):
+    if multiprocessing.parent_process() is not None:
+        os.nice(10)       # a worker yields the CPU to the main process and the writer: the pass waits on them, not on it
     _WORKER.update(tok=Tokenizer(model_file) if model_file else None, cleaning=cleaning)
     _watch_parent()
 
@@ -78,7 +84,7 @@ def process_batch(batch):
     lengths = np.fromiter(map(len, ids), np.int64, len(ids))
     back = {int(j): tok.decode(ids[j]) for j in np.flatnonzero(out['heldout'])}
     return dict(out, chars=np.fromiter(map(len, texts), np.int64, len(texts)), lengths=lengths,
-                tokens=np.fromiter(chain.from_iterable(ids), np.int32, int(lengths.sum())),
+                tokens=np.fromiter(chain.from_iterable(ids), ids_dtype(tok.vocab_size), int(lengths.sum())),
                 failures=[(j, texts[j], b) for j, b in back.items() if b != texts[j]])
 
 # %% ../nbs/02c_prepare.ipynb #751dae00
@@ -193,7 +199,10 @@ def _open_writers(specs):
     _watch_parent()
     _WRITERS.clear(); _WRITERS.update({s: MindRecordWriter(**kw) for s, kw in specs.items()})
 
-def _write_split(split, rows): _WRITERS[split].write(rows)
+def _write_split(split, rows):
+    "Rows for `split`'s writer: columns, or one array of packed rows (any int type), both their input_ids and labels."
+    if isinstance(rows, np.ndarray): rows = dict.fromkeys(('input_ids', 'labels'), rows.astype(np.int32))
+    _WRITERS[split].write(rows)
 
 def _abort_writers():
     for w in _WRITERS.values(): w.abort()
@@ -207,10 +216,11 @@ def _commit_writers():
 
 class WriterProcess:
     """`MindRecordWriter`s (split -> its keyword arguments), in a process of their own when `separate`, else in this one.
-    `write(split, rows)` sends rows, at most `in_flight` messages ahead of the writer; leaving the `with` block commits
-    every set (`rows`: split -> rows written), or, on an error, removes them."""
-    def __init__(self, specs, separate=True, in_flight=16):
-        self.pool, self.pending, self.in_flight, self.rows = None, deque(), in_flight, None
+    `write(split, rows)` sends rows, at most `in_flight` bytes of them ahead of the writer (room for the pause while
+    MindRecord indexes a file it closes); leaving the `with` block commits every set (`rows`: split -> rows written),
+    or, on an error, removes them."""
+    def __init__(self, specs, separate=True, in_flight=1 << 23):
+        self.pool, self.pending, self.in_flight, self.held, self.rows = None, deque(), in_flight, 0, None
         if separate: self.pool = ProcessPoolExecutor(1, _context())
         self._call(_open_writers, specs)              # a task, not the initializer: its errors come back as they are
 
@@ -221,12 +231,14 @@ class WriterProcess:
             raise RuntimeError("the process writing MindRecord died (killed, or out of memory): nothing was written; "
                                "run again") from None
 
-    def _call(self, fn, *args):
+    def _call(self, fn, *args, size=0):
         if self.pool is None: return fn(*args)
-        self.pending.append(self.pool.submit(fn, *args))
-        while len(self.pending) > self.in_flight: self._result(self.pending.popleft())
+        self.pending.append((self.pool.submit(fn, *args), size)); self.held += size
+        while self.pending and self.held > self.in_flight:
+            future, size = self.pending.popleft(); self._result(future); self.held -= size
 
-    def write(self, split, rows): self._call(_write_split, split, rows)
+    def write(self, split, rows):
+        self._call(_write_split, split, rows, size=sum(a.nbytes for a in (rows.values() if isinstance(rows, dict) else [rows])))
 
     def __enter__(self): return self
     def __exit__(self, kind, *_):
@@ -236,7 +248,7 @@ class WriterProcess:
             return
         try:
             if kind is None:
-                while self.pending: self._result(self.pending.popleft())     # a write's error, as it was raised
+                while self.pending: self._result(self.pending.popleft()[0])  # a write's error, as it was raised
                 self.rows = self._result(self.pool.submit(_commit_writers))
         finally:
             if self.rows is None:
@@ -296,7 +308,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                 (counter.add_heldout_flat(toks, lengths, chars) if split == 'val' else
                  counter.add_train_flat(toks, lengths))
                 rows = packers[split].add_flat(toks, lengths)
-                if len(rows): out.write(split, dict(input_ids=rows, labels=rows))
+                if len(rows): out.write(split, rows.astype(ids_dtype(tok.vocab_size)))
                 docs[split] += int(mask.sum()); tokens[split] += int(lengths.sum())
                 by_source[f'{split} documents'] += np.bincount(b['sources'][mask], minlength=n_src)
                 by_source[f'{split} tokens'] += np.bincount(b['sources'][mask], lengths, n_src).astype(np.int64)

@@ -77,6 +77,8 @@ import json, resource, sys
 import llmpt_nb.prepare
 from llmpt_nb.prepare import prepare_corpus
 llmpt_nb.prepare.FILE_BYTES = 1 << 23      # MindRecord files of 8 MB: the test's corpora span several
+import llmpt_nb.baseline                   # the baselines' pair table dense from the start in both runs: its size is set
+llmpt_nb.baseline.PairCounts.__init__.__defaults__ = (1 << 22, 0)   # by the vocabulary (V * V counts), not the corpus
 r = prepare_corpus(sys.argv[1], sys.argv[2], seq_length=128, vocab_file=sys.argv[3], workers=2, batch_documents=500,
                    verbose=False)
 print(json.dumps(dict(tokens=sum(r['tokens'].values()), main=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
