@@ -18,7 +18,8 @@ every run start checks before it reads them).
     pip install datasets            # the reference only
     python benchmarks/data_prep.py [--sizes 100M,1G,4G] [--folder /tmp/llmpt_corpora] [--keep] [--seq-length 128]
 
-Results go to results/data_prep.json; the rows of sizes not measured in a run are kept from the earlier one.
+Results go to results/data_prep.json; the rows of sizes and paths not measured in a run are kept from the earlier one
+(`--paths llmpt_nb` measures only chapter 02c's path), each with the date it was measured.
 """
 import argparse, json, os, random, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -132,6 +133,7 @@ def main():
     ap.add_argument("--sizes", default="100M,1G,4G")
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "llmpt_corpora"))
     ap.add_argument("--lists-up-to", default="100M", help="the lists path only on corpora up to this size")
+    ap.add_argument("--paths", default="llmpt_nb,reference,lists", help="which of the three paths to run")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpora for the next run")
     ap.add_argument("--seq-length", type=int, default=128, help="row length - 1; other than 128, results go to "
                     "results/data_prep_seqN.json")
@@ -154,9 +156,10 @@ def main():
     rows = []
     for s in a.sizes.split(","):
         corpus = make_corpus(folder / f"corpus_{s}.txt", size_of(s))
-        kinds = ["llmpt_nb", "reference"] + (["lists"] if size_of(s) <= size_of(a.lists_up_to) else [])
+        kinds = [k for k in a.paths.split(",") if k != "lists" or size_of(s) <= size_of(a.lists_up_to)]
         for kind in kinds:
-            r = dict(measure(kind, corpus, tokenizer, folder, a.seq_length), size=s, seq_length=a.seq_length)
+            r = dict(measure(kind, corpus, tokenizer, folder, a.seq_length), size=s, seq_length=a.seq_length,
+                     date=time.strftime("%Y-%m-%d"))
             rows.append(r)
             if "error" in r:
                 print(f"{s:>7} {kind:<10} failed: {r['error']}")
@@ -168,8 +171,8 @@ def main():
     name = "data_prep.json" if a.seq_length == 128 else f"data_prep_seq{a.seq_length}.json"
     out = Path(__file__).parent / "results" / name
     out.parent.mkdir(exist_ok=True)
-    measured = {r["size"] for r in rows}                 # sizes not measured now keep their earlier rows
-    kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if r["size"] not in measured]
+    measured = {(r["size"], r["kind"]) for r in rows}    # the sizes and paths not measured now keep their earlier rows
+    kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if (r["size"], r["kind"]) not in measured]
     order = lambda r: size_of(r["size"])
     out.write_text(json.dumps(sorted(kept + rows, key=order), indent=1))
 
