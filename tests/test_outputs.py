@@ -140,6 +140,23 @@ def test_another_cpus_float_noise_is_tolerated():
         comparable(cell("#| varies: below\nprint(d)", "x\n"))
 
 
+def test_a_training_runs_spread_is_tolerated_where_the_cell_says_so():
+    "`#| varies: within 5%`: decimals within 5% compare equal, one 6% away does not; integers and words still must match."
+    cell = lambda src, text: {"cell_type": "code", "source": src, "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": text}]}
+    src = "#| varies: within 5%\nprint(run())"
+    kept = [cell(src, "loss 7.625 -> 6.483 at step 150; ppl 647.267\n")]
+    assert differences(kept, [cell(src, "loss 7.625 -> 6.512 at step 150; ppl 669.172\n")]) == []
+    assert differences(kept, [cell(src, "loss 7.625 -> 6.900 at step 150; ppl 647.267\n")]), "6% away"
+    assert differences(kept, [cell(src, "loss 7.625 -> 6.483 at step 151; ppl 647.267\n")]), "an integer"
+    assert differences(kept, [cell(src, "loss 7.625 -> 6.483 at epoch 150; ppl 647.267\n")]), "a word"
+    assert differences([cell("print(run())", kept[0]["outputs"][0]["text"])],
+                       [cell("print(run())", "loss 7.625 -> 6.512 at step 150; ppl 669.172\n")]), "not without the flag"
+    for bad in ("#| varies: within\n", "#| varies: within 5\n"):
+        with pytest.raises(ValueError, match="varies: within 5%"):
+            comparable(cell(bad + "print(d)", "x\n"))
+
+
 def _stdout(cell): return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o["output_type"] == "stream")
 
 

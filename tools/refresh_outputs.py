@@ -14,6 +14,9 @@ below (the one place that says what "the same output" means):
 - a cell that prints float-noise-sized numbers (a difference against a reference) says below what size they are
   noise: `#| varies: below 1e-5` compares every number under 1e-5 as equal to any other under it (the cell's own
   assert checks the tolerance) and everything else as above;
+- a cell that prints the result of many training steps says how far apart two CPUs bring it: `#| varies: within 5%`
+  compares its decimals within 5% of each other (float sums that differ in the last bit grow over a run; the kept
+  figures are one CPU's), integers and words as above;
 - images and widgets: the same number in the cell, not the same bytes (fonts and pixels differ between machines);
 - a cell whose output is variable by nature says so in its source: `#| varies` compares only its images and
   widgets; `#| varies: timing` masks durations, rates and dates (`0.21 s`, `35 ms`, `1,200 tok/s`, `2026-11-30`) and
@@ -66,15 +69,19 @@ def comparable(cell):
     if src.lstrip().startswith(SKIP_FLAGS): return None
     m = VARIES.search(src)
     mode = None if m is None else (m.group(1) or "all")
-    if mode not in (None, "all", "timing", "live", "below") or (mode == "below") != bool(m and m.group(2)):
+    argued = mode in ("below", "within")
+    if (mode not in (None, "all", "timing", "live", "below", "within") or argued != bool(m and m.group(2))
+            or mode == "within" and not re.fullmatch(r"\d+(\.\d+)?%", m.group(2))):
         raise ValueError(f"unknown `{m.group(0)}` in cell {src[:60]!r}: write `#| varies` (only images and widgets "
                          "counted), `#| varies: timing` (durations and rates masked), `#| varies: below 1e-5` (numbers "
-                         "under 1e-5 are float noise) or `#| varies: live` (not compared)")
+                         "under 1e-5 are float noise), `#| varies: within 5%` (decimals within 5%) or "
+                         "`#| varies: live` (not compared)")
     if mode == "live": return {}
     outs = cell.get("outputs", [])
     res = {"images": sum(any(k in o.get("data", {}) for k in IMAGES) for o in outs),
            "widgets": sum(WIDGET in o.get("data", {}) for o in outs)}
     if mode == "below": res["noise below"] = float(m.group(2))
+    if mode == "within": res["within"] = float(m.group(2)[:-1]) / 100
     if mode == "all": return res
     norm = lambda t: TIMING.sub("<time>", tidy(t)) if mode == "timing" else tidy(t)
     for name in ("stdout", "stderr"):
@@ -94,30 +101,32 @@ def _ulp(literal):
     return 10.0 ** (int(exp or 0) - len(mantissa.partition(".")[2]))
 
 
-def same_number(a, b, noise=0.0):
+def same_number(a, b, noise=0.0, within=1e-5):
     """Two printed numbers are the same output: equal integers; decimals within one unit of the last printed place or
-    1e-5 relative (another CPU's float sums); any two numbers both under `noise` (`#| varies: below`)."""
+    `within` relative (1e-5: another CPU's float sums; `#| varies: within 5%`: a training run's); any two numbers both
+    under `noise` (`#| varies: below`)."""
     if a == b: return True
     x, y = float(a), float(b)
     if abs(x) < noise and abs(y) < noise: return True
     ulps = [u for u in (_ulp(a), _ulp(b)) if u is not None]
     if len(ulps) < 2: return False
-    return abs(x - y) <= max(ulps) * 1.001 + 1e-5 * max(abs(x), abs(y))
+    return abs(x - y) <= max(ulps) * 1.001 + within * max(abs(x), abs(y))
 
 
-def same_text(a, b, noise=0.0):
+def same_text(a, b, noise=0.0, within=1e-5):
     "The same words and punctuation, and numbers that are `same_number`."
     pa, pb = NUMBER.split(a), NUMBER.split(b)  # text, number, text, number, ..., text
-    return len(pa) == len(pb) and pa[::2] == pb[::2] and all(same_number(x, y, noise) for x, y in zip(pa[1::2], pb[1::2]))
+    return len(pa) == len(pb) and pa[::2] == pb[::2] and all(same_number(x, y, noise, within)
+                                                             for x, y in zip(pa[1::2], pb[1::2]))
 
 
 def mismatches(kept, fresh):
     "The keys of two cells' `comparable` outputs that differ (kept: the committed cell, fresh: a new run of it)."
     a, b = comparable(kept), comparable(fresh)
     if a is None or b is None: return [] if a == b else ["skipped"]
-    noise = a.get("noise below", 0.0)
+    noise, within = a.get("noise below", 0.0), a.get("within", 1e-5)
     def same(x, y):
-        if isinstance(x, str) and isinstance(y, str): return same_text(x, y, noise)
+        if isinstance(x, str) and isinstance(y, str): return same_text(x, y, noise, within)
         if isinstance(x, list) and isinstance(y, list): return len(x) == len(y) and all(map(same, x, y))
         return x == y
     return [k for k in a if not same(a[k], b.get(k))] + [k for k in b if k not in a]
