@@ -173,7 +173,7 @@ def main():
     out.parent.mkdir(exist_ok=True)
     measured = {(r["size"], r["kind"]) for r in rows}    # the sizes and paths not measured now keep their earlier rows
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if (r["size"], r["kind"]) not in measured]
-    order = lambda r: size_of(r["size"])
+    order = lambda r: (size_of(r["size"]), ["llmpt_nb", "reference", "lists"].index(r["kind"]))
     out.write_text(json.dumps(sorted(kept + rows, key=order), indent=1))
 
 

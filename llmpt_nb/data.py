@@ -22,7 +22,7 @@ from mindspore.mindrecord import FileWriter
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
-           'write_mindrecord', 'read_mindrecord', 'check_shards']
+           'write_mindrecord', 'stored_columns', 'read_mindrecord', 'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
 IGNORE_INDEX = -100
@@ -321,20 +321,33 @@ def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23
     return w.files
 
 # %% ../nbs/02_data.ipynb #c4430989
+def stored_columns(eos_id, pad_id):
+    """The columns a packed set keeps on disk: input_ids alone when the padding has an id of its own (then the labels
+    are input_ids with that id ignored, MindFormers' rule), labels as well when it pads with EOS (LLaMA's tokenizer)."""
+    return ('input_ids',) if pad_id != eos_id else ('input_ids', 'labels')
+
+def _with_labels(pad_id):
+    return lambda ids: (ids, np.where(ids == pad_id, IGNORE_INDEX, ids).astype(np.int32))
+
 def read_mindrecord(path, batch_size=None, num_shards=None, shard_id=None, shuffle=False, seed=None,
-                    columns=('input_ids', 'labels')):
-    "A MindDataset over the MindRecord set at `path`; this rank's shard if `num_shards`/`shard_id` are given."
+                    columns=('input_ids', 'labels'), pad_id=None):
+    """A MindDataset over the MindRecord set at `path`; this rank's shard if `num_shards`/`shard_id` are given. A set
+    without a labels column gets them from its input_ids: `pad_id` ignored."""
     files = mindrecord_files(path)
     if not files: raise FileNotFoundError(f"no MindRecord files at {path}: write them first with write_mindrecord(rows, path)")
     if (num_shards is None) != (shard_id is None):
         raise ValueError(f"num_shards={num_shards} and shard_id={shard_id}: pass both (num_shards = the number of ranks, "
                          "shard_id = this rank) or neither")
-    header = _header(files[0])
-    if header and header.get('schema'):
-        have = list(header['schema'][0]['schema'])
-        missing = [c for c in columns if c not in have]
-        if missing: raise ValueError(f"column(s) {missing} not in {Path(files[0]).name}, which has {have}")
-    n_rows = ds.MindDataset(files, columns_list=list(columns), shuffle=False).get_dataset_size()
+    header, name = _header(files[0]), Path(files[0]).name
+    have = list(header['schema'][0]['schema']) if header and header.get('schema') else list(columns)
+    derive = 'labels' in columns and 'labels' not in have and 'input_ids' in have
+    if derive and pad_id is None:
+        raise ValueError(f"{name} holds input_ids without labels: pass pad_id (the tokenizer's pad_id) and the labels "
+                         "are input_ids with the padding ignored")
+    read = list(dict.fromkeys('input_ids' if derive and c == 'labels' else c for c in columns))
+    missing = [c for c in read if c not in have]
+    if missing: raise ValueError(f"column(s) {missing} not in {name}, which has {have}")
+    n_rows = ds.MindDataset(files, columns_list=read, shuffle=False).get_dataset_size()
     if num_shards is not None:
         if not 0 <= shard_id < num_shards: raise ValueError(f"shard_id {shard_id} is outside 0..{num_shards - 1} for num_shards={num_shards}")
         if num_shards > n_rows:
@@ -342,7 +355,10 @@ def read_mindrecord(path, batch_size=None, num_shards=None, shard_id=None, shuff
                              "repeated rows; write more data or use fewer ranks")
     sampler = ds.DistributedSampler(num_shards or 1, shard_id or 0, shuffle=bool(shuffle))
     if seed is not None: sampler.seed = int(seed)
-    dataset = ds.MindDataset(files, columns_list=list(columns), sampler=sampler)
+    dataset = ds.MindDataset(files, columns_list=read, sampler=sampler)
+    if derive:
+        dataset = dataset.map(_with_labels(pad_id), input_columns=['input_ids'], output_columns=['input_ids', 'labels'])
+        dataset = dataset.project(list(columns))
     if batch_size:
         per_shard = dataset.get_dataset_size()
         if per_shard < batch_size:
@@ -356,8 +372,8 @@ def _row_digests(dataset):
     for row in dataset.create_tuple_iterator(output_numpy=True, num_epochs=1):
         yield hashlib.blake2b(b''.join(np.ascontiguousarray(c).tobytes() for c in row), digest_size=16).digest()
 
-def check_shards(path, num_shards, shuffle=False, seed=None, columns=('input_ids', 'labels')):
-    "Read every shard_id of `path` and check the shards are disjoint and cover all rows; returns the counts."
+def check_shards(path, num_shards, shuffle=False, seed=None, columns=('input_ids',)):
+    "Read every shard_id of `path` and check the shards are disjoint and cover all rows (by `columns`); returns the counts."
     everything = Counter(_row_digests(read_mindrecord(path, columns=columns)))
     shards = [Counter(_row_digests(read_mindrecord(path, num_shards=num_shards, shard_id=r, shuffle=shuffle, seed=seed,
                                                    columns=columns))) for r in range(num_shards)]

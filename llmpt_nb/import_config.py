@@ -195,7 +195,7 @@ _RUN_RULES = [
     ('train_dataset.data_loader.dataset_dir', _drop('MindFormers reads a MindRecord made beforehand; llmpt_nb writes its own '
                                                     'from text: set train_dataset.corpus to a folder of .txt/.jsonl')),
     ('train_dataset.data_loader.config.data_path', _data_path),     # BlendedMegatronDatasetDataLoader's blend
-    ('train_dataset.input_columns', _drop("llmpt_nb's rows are [input_ids, labels]; the labels carry the loss mask")),
+    ('train_dataset.input_columns', _drop('llmpt_nb chooses the columns it writes: input_ids, and labels only when the padding is EOS')),
     ('train_dataset.batch_size', _drop('the batch is runner_config.batch_size')),
     (r'(train_dataset_task|eval_dataset|eval_dataset_task|do_eval)(\..*)?', _drop(_EVAL)),
     (r'(callbacks\[\d+\]|monitor_config)\.(save_checkpoint_steps|keep_checkpoint_max|embedding_local_norm_threshold)',

@@ -353,7 +353,7 @@ def existing_data(cfg, out):
         record = load_prepared(folder)
         verify_data(folder, record)                       # before MindRecord reads a row of it
         tok = load_tokenizer(Path(out) / "tokenizer")
-        counts = {n: read_mindrecord(folder / f"{n}.mindrecord").get_dataset_size() for n in ("train", "val")}
+        counts = {n: read_mindrecord(folder / f"{n}.mindrecord", columns=("input_ids",)).get_dataset_size() for n in ("train", "val")}
     except (FileNotFoundError, OSError) as e:
         raise FileNotFoundError(f"the run in {out} has no complete tokenizer and data ({e}); it was stopped while "
                                 f"preparing them: start it again with `llmpt pretrain --overwrite --output_dir={out}`") from None
@@ -399,8 +399,8 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
         f"tokens in {data_dir}" + (f"; {world} workers" if world > 1 else ""))
     bs, shuffle = cfg.runner_config.batch_size, cfg.train_dataset.data_loader.shuffle
     train_data = lambda epoch: rank_dataset(data_dir / "train.mindrecord", rank, world, batch_size=bs, shuffle=shuffle,
-                                            seed=cfg.seed + epoch)
-    val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]))
+                                            seed=cfg.seed + epoch, pad_id=tok.pad_id)
+    val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]), pad_id=tok.pad_id)
     net = build_model(cfg)
     say(f"model: {cfg.model.arch.type}, {count_parameters(net) / 1e6:.2f} M parameters")
     if cfg.load_checkpoint and not resumed:  # a new run from existing weights (a resumed run has its own)

@@ -28,7 +28,7 @@ from tqdm import tqdm   # to stderr, off when it is not a terminal (a notebook, 
 from .corpus import (COMPRESSED, SeenDigests, blend_entries, clean_document, corpus_files, digest,
                              heldout_document, iter_blend, iter_documents)
 from .tokenizer import RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report, train_tokenizer
-from .data import MindRecordWriter, Packer
+from .data import MindRecordWriter, Packer, stored_columns
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
@@ -200,9 +200,10 @@ def _open_writers(specs):
     _WRITERS.clear(); _WRITERS.update({s: MindRecordWriter(**kw) for s, kw in specs.items()})
 
 def _write_split(split, rows):
-    "Rows for `split`'s writer: columns, or one array of packed rows (any int type), both their input_ids and labels."
-    if isinstance(rows, np.ndarray): rows = dict.fromkeys(('input_ids', 'labels'), rows.astype(np.int32))
-    _WRITERS[split].write(rows)
+    "Rows for `split`'s writer: columns, or one array of packed rows (any int type), the writer's columns of them."
+    w = _WRITERS[split]
+    rows = dict.fromkeys(w.columns, rows.astype(np.int32)) if isinstance(rows, np.ndarray) else {c: rows[c] for c in w.columns}
+    w.write(rows)
 
 def _abort_writers():
     for w in _WRITERS.values(): w.abort()
@@ -291,10 +292,11 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     n_src = len(blend_sources(corpus))
     by_source = {k: np.zeros(n_src, np.int64) for k in ('train documents', 'train tokens', 'val documents', 'val tokens')}
     bar = tqdm(total=total, unit='B', unit_scale=True, desc='prepare', disable=None if verbose else True)
-    file_rows = FILE_BYTES // (width * 8)            # a new group of files every 128 MB: bounded index memory
-    specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, shard_num=shard_num, overwrite=True,
-                            row_multiple=shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
-                 val=dict(path=data_dir / 'val.mindrecord', row_length=width, overwrite=True,
+    columns = stored_columns(tok.eos_id, tok.pad_id)   # input_ids alone, unless the padding is EOS (chapter 02)
+    file_rows = FILE_BYTES // (width * 8)    # a new group of files every 128 MB of int32 pairs: bounded index memory
+    specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, columns=columns, shard_num=shard_num,
+                            overwrite=True, row_multiple=shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
+                 val=dict(path=data_dir / 'val.mindrecord', row_length=width, columns=columns, overwrite=True,
                           max_bytes=_max_bytes(files, val_fraction), file_rows=file_rows))
     with bar, WriterProcess(specs, separate=workers > 0) as out:
         for b in stream_batches(raw(bar), tok.model_file, cleaning, workers):
@@ -335,7 +337,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                                 shard_num=shard_num, **asdict(cleaning)),
                   tokenizer=dict(model_file=str(tok.model_file), vocab_size=tok.vocab_size, trained=sample is not None,
                                  **(sample or {})),
-                  documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, data_files=file_digests(data_files(data_dir)),
+                  documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, columns=list(columns), data_files=file_digests(data_files(data_dir)),
                   cleaning=dict(stats),
                   roundtrip=dict(n_lines=n_heldout, n_failed=n_failed, examples=failures),
                   baselines=baselines, workers=workers, seconds=round(seconds, 2), encoding_seconds=round(encoding, 2),

@@ -62,7 +62,8 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
     from llmpt_nb.data import read_mindrecord       # the sample starts from the opening of the first held-out document
     from llmpt_nb.tokenizer import load_tokenizer
     tok = load_tokenizer(out / "tokenizer")
-    first = next(read_mindrecord(out / "data" / "val.mindrecord", batch_size=1).create_tuple_iterator(output_numpy=True))[0][0]
+    first = next(read_mindrecord(out / "data" / "val.mindrecord", batch_size=1, pad_id=tok.pad_id)
+                 .create_tuple_iterator(output_numpy=True))[0][0]
     assert len(s["prompt"]) == 4 and tok.decode([int(i) for i in first]).strip().startswith(s["prompt"])
     assert s["sample"].startswith(s["prompt"]) and (out / "sample.txt").read_text().startswith(s["prompt"])
 

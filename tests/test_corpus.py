@@ -9,8 +9,9 @@ from test_cli import llmpt
 def rows_digest(out):
     "One digest of the packed training rows a run wrote, read back in order."
     from llmpt_nb.data import read_mindrecord
-    h = hashlib.sha256()
-    for ids, labels in read_mindrecord(out / "data" / "train.mindrecord").create_tuple_iterator(output_numpy=True, num_epochs=1):
+    from llmpt_nb.tokenizer import load_tokenizer
+    h, pad = hashlib.sha256(), load_tokenizer(out / "tokenizer").pad_id
+    for ids, labels in read_mindrecord(out / "data" / "train.mindrecord", pad_id=pad).create_tuple_iterator(output_numpy=True, num_epochs=1):
         h.update(ids.tobytes()); h.update(labels.tobytes())
     return h.hexdigest()
 

@@ -44,6 +44,30 @@ def test_worker_count_does_not_change_the_files(tmp_path, tokenizer):
     assert records[0]["rows"]["train"] % 2 == 0 and records[0]["documents"]["val"] > 0
 
 
+
+def test_labels_are_on_disk_only_when_the_padding_is_eos(tmp_path, tokenizer):
+    """A tokenizer with a pad piece of its own gets input_ids alone, and read back the labels are the packed ones
+    (padding ignored); one that pads with EOS (pad -1, as LLaMA's) keeps its labels column, so every real EOS is scored."""
+    import numpy as np
+    from llmpt_nb.corpus import load_corpus
+    from llmpt_nb.data import IGNORE_INDEX, read_mindrecord
+    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.tokenizer import Tokenizer, train_tokenizer
+    corpus = write_corpus(tmp_path / "c.txt", 600)
+    no_pad = train_tokenizer(load_corpus(max_documents=3000), tmp_path / "eos" / "t", vocab_size=4500, pad_id=-1)
+    assert no_pad.pad_id == no_pad.eos_id
+    for tok, columns in ((tokenizer, ["input_ids"]), (no_pad, ["input_ids", "labels"])):
+        out = tmp_path / f"pad{tok.pad_id}"
+        r = prepare_corpus(corpus, out, seq_length=64, vocab_file=tok.model_file, verbose=False)
+        assert r["columns"] == columns
+        tok = Tokenizer(out / "tokenizer" / "tokenizer.model")
+        rows = list(read_mindrecord(out / "val.mindrecord", pad_id=tok.pad_id).create_tuple_iterator(output_numpy=True))
+        ids, labels = np.stack([a for a, _ in rows]), np.stack([b for _, b in rows])
+        padded = labels == IGNORE_INDEX
+        assert padded[:-1].sum() == 0                                     # only the last row is padded
+        assert (labels[~padded] == ids[~padded]).all() and (ids[padded] == tok.pad_id).all()
+        assert (labels == tok.eos_id).sum() >= r["documents"]["val"] - 1  # every document's EOS is scored
+
 def test_stopped_preparation_is_never_read_and_reruns_the_same(tmp_path, env):
     "SIGKILL part-way (nothing can clean up), then run the same command again: it says so and writes the same shards."
     corpus = write_corpus(tmp_path / "c.txt", 30000)
