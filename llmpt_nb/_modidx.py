@@ -310,6 +310,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'llmpt_nb.data._row_bytes': ('data.html#_row_bytes', 'llmpt_nb/data.py'),
                                'llmpt_nb.data._row_digests': ('data.html#_row_digests', 'llmpt_nb/data.py'),
                                'llmpt_nb.data._sizes': ('data.html#_sizes', 'llmpt_nb/data.py'),
+                               'llmpt_nb.data._trim_heap': ('data.html#_trim_heap', 'llmpt_nb/data.py'),
                                'llmpt_nb.data._validate_rows': ('data.html#_validate_rows', 'llmpt_nb/data.py'),
                                'llmpt_nb.data._with_labels': ('data.html#_with_labels', 'llmpt_nb/data.py'),
                                'llmpt_nb.data._write_rows': ('data.html#_write_rows', 'llmpt_nb/data.py'),

@@ -5,6 +5,7 @@
 # %% ../nbs/02_data.ipynb #d69655d1
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ import shutil
 import struct
 import tempfile
 from collections import Counter
+from contextlib import suppress
 from itertools import chain
 from pathlib import Path
 
@@ -199,6 +201,10 @@ def _check_written(files, cols, name, n=None):
             raise RuntimeError(f"row {i} of {name} reads back different from what was written; nothing was replaced")
 
 # %% ../nbs/02_data.ipynb #8ba81fe0
+def _trim_heap():
+    "Give the C heap's free pages back (glibc's malloc_trim): a file's index is freed after its commit, but kept by malloc."
+    with suppress(OSError, AttributeError): ctypes.CDLL(None).malloc_trim(0)
+
 class MindRecordWriter:
     """Write a MindRecord set batch by batch, then put it in place atomically. The rows go to a hidden temporary folder
     next to `path`; `commit` counts and checks them, and only then moves the files in (and removes the old set's). A
@@ -239,6 +245,7 @@ class MindRecordWriter:
         for w, count, first, last in self.group:
             try: w.commit()
             except RuntimeError as e: self._failed(e)
+            _trim_heap()
             try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
                                 Path(w._paths[0]).name, count)
             except BaseException: self.abort(); raise
