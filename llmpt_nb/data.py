@@ -363,15 +363,15 @@ def read_mindrecord(path, batch_size=None, num_shards=None, shard_id=None, shuff
     sampler = ds.DistributedSampler(num_shards or 1, shard_id or 0, shuffle=bool(shuffle))
     if seed is not None: sampler.seed = int(seed)
     dataset = ds.MindDataset(files, columns_list=read, sampler=sampler)
-    if derive:
-        dataset = dataset.map(_with_labels(pad_id), input_columns=['input_ids'], output_columns=['input_ids', 'labels'])
-        dataset = dataset.project(list(columns))
     if batch_size:
         per_shard = dataset.get_dataset_size()
         if per_shard < batch_size:
             raise ValueError(f"{per_shard} rows per shard is fewer than batch_size {batch_size}: drop_remainder would "
                              "leave no batch at all; lower batch_size or write more data")
         dataset = dataset.batch(batch_size, drop_remainder=True)
+    if derive:                                          # once per batch, not per row
+        dataset = dataset.map(_with_labels(pad_id), input_columns=['input_ids'], output_columns=['input_ids', 'labels'])
+        dataset = dataset.project(list(columns))
     return dataset
 
 # %% ../nbs/02_data.ipynb #3fad1c55
