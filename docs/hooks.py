@@ -17,7 +17,12 @@ These hooks add what mkdocs-jupyter does not do by itself:
    code cell (`#| export`, `#| default_exp ...`, `#| varies`, ...) are not shown, a `#| hide` cell is left out with
    its outputs, a cell left empty is dropped, no `In [ ]:` prompts, and a long line wraps (code) or scrolls inside
    its cell (outputs) instead of running past the right edge.
-6. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
+6. **A site that reads offline**: formulas are typeset by the MathJax 2 that the `jupyter-server-mathjax` package
+   ships, copied into `assets/mathjax/`; Chinese text is drawn with the Noto Sans SC font of `pylopdf-fonts-zh-cn`
+   (SIL Open Font License 1.1; the figures' font too), copied into `assets/fonts/` and used for CJK characters only, so
+   a machine with no Chinese font shows characters, not boxes. Search needs the site served over http
+   (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk.
+7. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
    is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
    its outputs, so a reader tries the exercise first. The notebook itself runs the solution as any other cell.
 """
@@ -141,12 +146,32 @@ def hide_machinery(nb):
     return {**nb, "cells": cells}
 
 
-# the prompts hidden; code wraps, outputs (tables) scroll sideways inside their cell
+# the prompts hidden; a long line of code or output scrolls sideways inside its cell, never wraps (a wrapped line of
+# Python would start at column 0 and hide its indentation) and never breaks inside a word
 PAGE_CSS = """<style>
 .jp-InputPrompt, .jp-OutputPrompt { display: none !important; }
-.jp-InputArea-editor pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+.jp-InputArea-editor pre, .jp-OutputArea-output pre { white-space: pre; word-break: normal; overflow-wrap: normal;
+  overflow-x: auto; }
 .jp-OutputArea-output pre, .jp-OutputArea-output table { display: block; overflow-x: auto; max-width: 100%; }
+.jp-OutputArea-output img { max-width: 100%; height: auto; }
 </style>"""
+
+# every page: the bundled CJK font after the system fonts, for CJK characters only (unicode-range)
+CJK_FONT = "NotoSansSC-Regular.otf"
+CJK_CSS = """<style>
+@font-face { font-family: "llmpt CJK"; src: url("assets/fonts/%s") format("opentype"); font-display: swap;
+  unicode-range: U+2E80-2FDF, U+3000-303F, U+3040-30FF, U+3100-312F, U+3190-31FF, U+3400-4DBF, U+4E00-9FFF,
+                 U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF; }
+body { --md-text-font-family: -apple-system, BlinkMacSystemFont, Helvetica, Arial, "llmpt CJK", sans-serif;
+       --md-code-font-family: SFMono-Regular, Consolas, Menlo, monospace, "llmpt CJK"; }
+body .jupyter-wrapper { --jp-content-font-family: var(--md-text-font-family); --jp-ui-font-family: var(--md-text-font-family);
+       --jp-code-font-family: Menlo, Consolas, "DejaVu Sans Mono", monospace, "llmpt CJK"; }
+</style>""" % CJK_FONT
+
+# MathJax 2 as the jupyter-server-mathjax package ships it (one combined configuration, STIX-Web fonts only), drawing
+# formulas as the browser's own MathML: its HTML-CSS output would probe a web font at about:blank, which browsers refuse
+MATHJAX_CONFIG = """<script>window.MathJax = {menuSettings: {renderer: "NativeMML"},
+  "HTML-CSS": {availableFonts: [], preferredFont: null, webFont: "STIX-Web", imageFont: null}};</script>"""
 
 
 def flatten_widgets(nb):
@@ -224,8 +249,26 @@ def on_page_content(html_text, page, config, files):
 
 
 def on_post_page(output, page, config):
-    "The notebook pages' own style (PAGE_CSS) at the end of <head>."
-    return output.replace("</head>", PAGE_CSS + "\n</head>", 1) if page.file.src_uri.endswith(".ipynb") else output
+    "The bundled CJK font on every page, and the notebook pages' own style (PAGE_CSS), at the end of <head>."
+    css = CJK_CSS + ("\n" + PAGE_CSS if page.file.src_uri.endswith(".ipynb") else "")
+    output = output.replace('<script src="assets/mathjax/', MATHJAX_CONFIG + '\n<script src="assets/mathjax/', 1)
+    return output.replace("</head>", css + "\n</head>", 1)
+
+
+def offline_assets():
+    "{folder of the site: source folder or file} for what the pages load from the site itself: MathJax and the CJK font."
+    import jupyter_server_mathjax, pylopdf_fonts_zh_cn
+    return {"assets/mathjax": Path(jupyter_server_mathjax.__file__).parent / "static",
+            "assets/fonts": Path(pylopdf_fonts_zh_cn.__file__).parent / CJK_FONT}
+
+
+def copy_offline_assets(site_dir):
+    for dest, src in offline_assets().items():
+        dest = Path(site_dir) / dest
+        if src.is_dir(): shutil.copytree(src, dest, dirs_exist_ok=True)
+        else:
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / src.name)
 
 
 def _cleanup():
@@ -233,6 +276,8 @@ def _cleanup():
     _staged["dir"] = None
 
 
-def on_post_build(config): _cleanup()
+def on_post_build(config):
+    copy_offline_assets(config.site_dir)
+    _cleanup()
 def on_build_error(error): _cleanup()
 def on_shutdown(): _cleanup()

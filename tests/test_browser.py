@@ -418,3 +418,44 @@ def test_docs_pages_read_like_nbdevs(browser, site_url, evidence, stem):
         assert not page["prompts"], f"{stem}: prompts shown: {page['prompts'][:5]}"
         assert not page["cut"], f"{stem}: lines cut off at the right edge: {page['cut'][:5]}"
         assert page["images"] >= figures, f"{stem}: {page['images']} images on the page, {figures} stored"
+
+
+OFFLINE_JS = """
+const done = arguments[arguments.length - 1];
+const art = document.querySelector('article.md-content__inner');
+const cjk = Array.from(art.querySelectorAll('h1, p, td, li')).find(e => /[\\u4e00-\\u9fff]/.test(e.innerText));
+document.fonts.ready.then(() => {
+  // the same Chinese text in the element's own font and in a font that does not exist (the tofu a machine without
+  // a CJK font draws): equal widths would mean boxes
+  const c = document.createElement('canvas').getContext('2d'), text = cjk ? cjk.innerText.replace(/[^\\u4e00-\\u9fff]/g, '') : '';
+  const width = font => { c.font = '32px ' + font; return c.measureText(text).width; };
+  done({text, family: cjk ? getComputedStyle(cjk).fontFamily : '', own: cjk ? width(getComputedStyle(cjk).fontFamily) : 0,
+        tofu: width('"no such font here"'),
+        loaded: Array.from(document.fonts).filter(f => f.family.includes('llmpt CJK')).map(f => f.status),
+        column: art.getBoundingClientRect().width,
+        wide: Array.from(art.querySelectorAll('img')).filter(i => i.getBoundingClientRect().width > art.getBoundingClientRect().width + 1)
+                   .map(i => i.getBoundingClientRect().width),
+        math: art.querySelectorAll('.MathJax, .MathJax_MathML, math').length,
+        rawTeX: (art.innerText.match(/\\$[^$\\n]{1,60}\\$/g) || []).slice(0, 3),
+        indented: Array.from(art.querySelectorAll('.jp-InputArea-editor pre')).map(p => getComputedStyle(p).whiteSpace)});
+});
+"""
+
+
+@pytest.mark.parametrize("stem", ["glossary", "00a_attention", "10_pretrain"])
+def test_docs_site_reads_offline(browser, site_url, evidence, stem):
+    """The site's Chinese text is drawn with the font it bundles (not boxes, whatever fonts the machine has), its formulas
+    are typeset by the MathJax it serves itself, no figure is wider than the column, and code keeps its indentation."""
+    with keep_evidence(browser, evidence, f"docs_offline_{stem}"):
+        load_page(browser, f"{site_url}/{stem}.html", site_url)
+        wait(browser, 30, lambda d: d.execute_script(  # MathJax has finished
+            "return !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0"))
+        page = browser.execute_async_script(OFFLINE_JS)
+    if stem == "glossary":   # its title and terms are Chinese
+        assert page["text"], f"{stem}: no Chinese text found on the page"
+        assert "llmpt CJK" in page["family"] and page["loaded"] == ["loaded"], page
+        assert abs(page["own"] - page["tofu"]) > 1, f"{stem}: the Chinese text {page['text'][:10]!r} is as wide as boxes: {page}"
+    assert not page["wide"], f"{stem}: figures wider than the {page['column']:.0f} px column: {page['wide']}"
+    assert all(ws == "pre" for ws in page["indented"]), f"{stem}: code lines wrap and lose their indentation"
+    if stem == "00a_attention":
+        assert page["math"] > 0 and not page["rawTeX"], f"formulas left as TeX: {page['rawTeX']}"
