@@ -73,11 +73,12 @@ def add_doctor(subparsers):
 
 def add_import_config(subparsers):
     "Add `import-config` (chapter 04a, YAML only: no MindSpore); its handler returns the exit code."
-    p = _command(subparsers, "import-config", "translate a MindFormers LLaMA pretraining YAML into an llmpt_nb config",
-                 ("import_config", "run_import_config"), "Translate a MindFormers LLaMA pretraining YAML into an llmpt_nb "
-                 "config that llmpt pretrain --config reads; prints every key of the input, mapped or dropped and why.",
+    p = _command(subparsers, "import-config", "translate a MindFormers (r1.x or 2.x) pretraining YAML into an llmpt_nb config",
+                 ("import_config", "run_import_config"), "Translate a MindFormers (r1.x or 2.x) pretraining YAML of a dense LLaMA-style model (LLaMA, Qwen2, Qwen3) "
+                 "into an llmpt_nb config that llmpt pretrain --config reads; prints every key of the input, mapped or dropped "
+                 "and why. A model llmpt_nb does not build (MoE, MLA, multi-token prediction) is refused, naming the keys.",
                  overwrite="replace an existing OUT.yaml")
-    p.add_argument("file", help="the MindFormers YAML (e.g. configs/llama2/pretrain_llama2_7b.yaml)")
+    p.add_argument("file", help="the MindFormers YAML (e.g. configs/llama2/pretrain_llama2_7b.yaml, configs/qwen3/pretrain_qwen3_32b_4k.yaml)")
     p.add_argument("-o", "--output", metavar="OUT.yaml", default=None,
                    help="the llmpt_nb YAML to write (default: FILE's name with _llmpt.yaml, in this folder)")
     return p

@@ -164,6 +164,7 @@ NULL_TYPES = {                       # keys that are null in the packaged config
     'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
     'processor.tokenizer.vocab_file': str, 'context.peak_flops': float, 'tensorboard.tensorboard_dir': str,
     'callbacks.embedding_local_norm_threshold': float, 'generation.prompt': str,
+    'model.model_config.head_dim': int,
 }
 ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
 
@@ -232,7 +233,8 @@ CHOICES = {
        ('compute_dtype', 'layernorm_compute_type', 'softmax_compute_type', 'param_init_type')},
     'parallel.parallel_optimizer_config.zero_stage': (0, 1, 2, 3),
     'runner_wrapper.scale_sense.type': ('DynamicLossScaleUpdateCell', 'FixedLossScaleUpdateCell'),
-    'processor.tokenizer.type': ('SentencePieceBPE',),     # the only tokenizer llmpt_nb trains (chapter 01a)
+    'processor.tokenizer.type': ('SentencePieceBPE', 'HFTokenizer'),  # trained here (01a), or a tokenizer.json loaded
+    'checkpoint.format': ('ckpt', 'safetensors'),          # the training checkpoints' file format (chapter 06)
     'train_dataset.sensitive_info': ('mask', 'drop', 'keep'),  # chapter 01's clean_documents
 }
 _HINTS = {'context.mode': "MindFormers' mode: 0 is GRAPH_MODE and mode: 1 is PYNATIVE_MODE; write the name"}
@@ -304,8 +306,10 @@ def _cross_checks(cfg, bad) -> list:
     mc = 'model.model_config.'
     h, nh, kv = (_get(cfg, mc + k) for k in ('hidden_size', 'num_heads', 'n_kv_heads'))
     ok = lambda k, v: mc + k not in bad and isinstance(v, int) and not isinstance(v, bool) and v > 0
-    rope = _get(cfg, 'model.arch.type') == 'LlamaForCausalLM'
-    if ok('hidden_size', h) and ok('num_heads', nh):
+    rope, hd = _get(cfg, 'model.arch.type') == 'LlamaForCausalLM', _get(cfg, mc + 'head_dim')
+    if rope and ok('head_dim', hd):         # a head size of its own (Qwen3): hidden_size need not divide
+        if hd % 2: errors.append(f"{mc}head_dim {hd} must be even: RoPE rotates dimensions in pairs")
+    elif ok('hidden_size', h) and ok('num_heads', nh):
         step = nh * (2 if rope else 1)
         if h % nh:
             errors.append(f"{mc}hidden_size {h} is not divisible by num_heads {nh}: each head gets hidden_size / num_heads "

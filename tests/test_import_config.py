@@ -1,5 +1,6 @@
-"""`llmpt import-config` as a user runs it: a MindFormers LLaMA YAML in, an llmpt_nb YAML and a table of every key out."""
-import subprocess, sys
+"""`llmpt import-config` as a user runs it: a MindFormers YAML (r1.x or 2.x) in, an llmpt_nb YAML and a table of every key out."""
+import json, shutil, subprocess, sys
+import pytest
 import yaml
 from conftest import ROOT, bin_path
 
@@ -84,3 +85,105 @@ def test_import_config_maps_the_run_health_keys(tmp_path, env):
              "assert c.callbacks.embedding_local_norm_threshold == 270.0 and c.profile_stop_step == 5")
     r2 = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert r2.returncode == 0, r2.stderr[-3000:]
+
+
+# MindFormers 2.x: fixtures written from MindFormers' own configs and documentation (each names its source in its header)
+MF2 = ROOT / "tests" / "fixtures" / "mindformers2"
+QWEN3_0_6B_HF = {   # a Hugging Face Qwen3 config.json, the folder a 2.x template's pretrained_model_dir names
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3072, "max_position_embeddings": 40960,
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    "use_sliding_window": False, "vocab_size": 151936}
+
+
+def _import(tmp_path, env, src, out="ours.yaml"):
+    r = subprocess.run([bin_path("llmpt"), "import-config", str(src), "-o", out], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    return r, r.stdout + r.stderr
+
+
+def test_2x_pynative_qwen3_imports_with_its_values(tmp_path, env):
+    "The PyNative layout (training, checkpoint, lr_scheduler, parallelism, model) of a dense Qwen3 maps key by key."
+    from llmpt_nb.config import load_config
+    r, text = _import(tmp_path, env, MF2 / "pretrain_qwen3_0_6b_pynative.yaml")
+    assert r.returncode == 0, text[-3000:]
+    c = load_config(tmp_path / "ours.yaml")                        # valid, and what llmpt pretrain --config trains with
+    mc = c.model.model_config
+    assert (mc.num_layers, mc.hidden_size, mc.num_heads, mc.n_kv_heads, mc.head_dim, mc.intermediate_size) == (28, 1024, 16, 8, 128, 3072)
+    assert (mc.qk_layernorm, mc.qkv_has_bias, mc.tie_word_embeddings, mc.rope_theta, mc.rms_norm_eps) == (True, False, True, 1e6, 1e-6)
+    assert (mc.vocab_size, c.processor.tokenizer.vocab_size, mc.seq_length, c.model.arch.type) == (151936, 151936, 4096, "LlamaForCausalLM")
+    assert (c.seed, c.runner_config.max_steps, c.runner_config.batch_size, c.runner_config.gradient_accumulation_steps) == (1234, 3000, 2, 8)
+    assert (c.runner_wrapper.use_clip_grad, c.runner_wrapper.max_grad_norm) == (True, 1.0)
+    assert (c.callbacks.save_checkpoint_steps, c.callbacks.keep_checkpoint_max, c.output_dir) == (500, 3, "output/qwen3_0_6b")
+    assert (c.lr_schedule.type, c.lr_schedule.learning_rate, c.lr_schedule.lr_end, c.lr_schedule.warmup_ratio) == ("CosineWithWarmUpLR", 3e-4, 3e-5, 0.05)
+    assert (c.amp_level, c.amp_dtype, c.recompute_config.recompute, c.parallel.parallel_optimizer_config.zero_stage) == ("O1", "bfloat16", False, 3)
+    assert c.train_dataset.corpus == [{"path": "/path/wiki_text_document", "weight": 0.7}, {"path": "/path/code_text_document", "weight": 0.3}]
+    rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
+    assert "model.model_config.num_layers = 28" in rows["model.num_hidden_layers"]
+    assert "model.model_config.qkv_has_bias = false" in rows["model.attention_bias"]
+    assert "**dropped**" in rows["parallelism.context_parallel"] and "context parallelism" in rows["parallelism.context_parallel"]
+    assert "train with: llmpt pretrain --config ours.yaml" in r.stdout
+
+
+def test_2x_dense_template_reads_the_model_from_pretrained_model_dir(tmp_path, env):
+    "MindFormers' own dense template: the model comes from pretrained_model_dir's config.json; without one, exit 2."
+    shutil.copy(MF2 / "llm_pretrain_dense_template.yaml", tmp_path / "template.yaml")
+    r, text = _import(tmp_path, env, "template.yaml")                 # path/to/model_dir does not exist: refused, said why
+    assert r.returncode == 2 and "pretrained_model_dir 'path/to/model_dir' holds no config.json" in r.stderr, text[-3000:]
+    assert "Traceback" not in text and "train with" not in text and not (tmp_path / "ours.yaml").exists()
+    (tmp_path / "path" / "to" / "model_dir").mkdir(parents=True)
+    (tmp_path / "path" / "to" / "model_dir" / "config.json").write_text(json.dumps(QWEN3_0_6B_HF))
+    r, text = _import(tmp_path, env, "template.yaml")
+    assert r.returncode == 0, text[-3000:]
+    from llmpt_nb.config import load_config
+    c = load_config(tmp_path / "ours.yaml")
+    mc = c.model.model_config
+    assert (mc.num_layers, mc.hidden_size, mc.num_heads, mc.n_kv_heads, mc.head_dim, mc.qk_layernorm) == (28, 1024, 16, 8, 128, True)
+    assert (mc.seq_length, mc.rope_theta, mc.tie_word_embeddings, mc.vocab_size) == (4096, 1e6, True, 151936)   # seq_length: the dataset's
+    assert (c.seed, c.runner_config.epochs, c.runner_config.max_steps, c.optimizer.beta2, c.optimizer.eps) == (0, 2, -1, 0.999, 1e-6)
+    assert (c.parallel_config.data_parallel, c.parallel.parallel_optimizer_config.zero_stage, c.callbacks.save_checkpoint_steps) == (2, 1, 5000)
+    assert c.train_dataset.corpus == [{"path": "/path/megatron_data", "weight": 1.0}]   # a blend, written as plain YAML
+    assert (c.runner_wrapper.scale_sense.type, c.context.mode) == ("FixedLossScaleUpdateCell", "GRAPH_MODE")
+
+
+@pytest.mark.parametrize("name, keys", [
+    ("pretrain_qwen3_moe_30b_a3b.yaml", ["a mixture of experts", "model.model_config.num_experts: 128",
+                                         "model.model_config.num_experts_per_tok: 8"]),
+    ("train_deepseek_v3_pynative.yaml", ["a mixture of experts", "model.n_routed_experts: 8", "model.num_experts_per_tok: 4"])])
+def test_2x_moe_is_refused_naming_its_keys(tmp_path, env, name, keys):
+    "A mixture-of-experts model is not trained as llmpt_nb's dense decoder: exit 2, the keys named, nothing written."
+    r, text = _import(tmp_path, env, MF2 / name)
+    assert r.returncode == 2, text[-3000:]
+    assert all(k in r.stderr for k in keys), r.stderr
+    assert "Traceback" not in text and "train with" not in text and not (tmp_path / "ours.yaml").exists()
+    assert len(r.stderr.strip().splitlines()) == 1                     # one sentence
+
+
+def test_2x_names_that_agree_are_one_setting():
+    "theta (r1.x) and rope_theta (2.x) may both be given when equal; different values are refused, naming both."
+    from llmpt_nb.import_config import map_config
+    mc = "model.model_config."
+    q3 = {"model": {"model_config": {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "rope_theta": 1e6}}}
+    assert map_config(q3)[1][mc + "rope_theta"] == 1e6                  # no theta default: rope_theta gives it
+    same = {"model": {"model_config": {**q3["model"]["model_config"], "theta": 1e6}}}
+    assert map_config(same)[1][mc + "rope_theta"] == 1e6
+    differ = {"model": {"model_config": {**q3["model"]["model_config"], "theta": 1e4}}}
+    with pytest.raises(ValueError, match="theta and model.model_config.rope_theta both set model.model_config.rope_theta"):
+        map_config(differ)
+    qwen2 = {"model": {"model_config": {"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 2, "add_qkv_bias": True}}}
+    s = map_config(qwen2)[1]
+    assert (s[mc + "qkv_has_bias"], s[mc + "qk_layernorm"], s[mc + "num_layers"]) == (True, False, 2)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "holds no settings"), ("- a\n- b\n", "must hold a mapping"), ("a: [1, 2\n", "is not valid YAML"),
+    ("a: &x {b: *x}\n", "nests too deep"), ("training: {max_norm: big}\n", "training.max_norm: big cannot be mapped"),
+    ("model: {model_type: qwen3, num_experts: many}\n", "a mixture of experts (model.num_experts: many)"),
+    ("model: {hidden_size: 64, num_hidden_layers: 2}\n", "names no architecture")])
+def test_no_traceback_for_any_yaml(tmp_path, env, text, says):
+    "Whatever the file holds, import-config answers in one message and exit code 2, never a traceback."
+    (tmp_path / "in.yaml").write_text(text)
+    r, out = _import(tmp_path, env, "in.yaml")
+    assert r.returncode == 2 and says in r.stderr, out[-3000:]
+    assert "Traceback" not in out and "train with" not in out

@@ -141,8 +141,8 @@ def test_unexpected_tensor_is_named(good_folder, tmp_path):
 
 
 def test_unsupported_architecture_is_named(good_folder, tmp_path):
-    bad = damaged_copy(good_folder, tmp_path / "bad", config_update={"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
-    with pytest.raises(ValueError, match=r"unsupported architecture 'Qwen2ForCausalLM' in .*bad/config\.json"):
+    bad = damaged_copy(good_folder, tmp_path / "bad", config_update={"architectures": ["MistralForCausalLM"], "model_type": "mistral"})
+    with pytest.raises(ValueError, match=r"unsupported architecture 'MistralForCausalLM' in .*bad/config\.json"):
         load_hf_model(bad)
 
 
@@ -208,3 +208,157 @@ def test_dtype_conversions_are_stated(tf, tmp_path):
     back, t2 = load_hf_model(tmp_path / "bf16")
     assert {(r.src_dtype, r.dst_dtype) for r in t2.mapped} == {("bfloat16", "float32")}
     assert np.abs(our_logits(back, IDS) - tf.hf_logits(tf.hf_model(tmp_path / "bf16"), IDS)).max() < 1e-4
+
+
+# --- Qwen2 / Qwen3: our LlamaForCausalLM with q/k/v biases, q/k norms and its own head_dim -------------------------
+# Pass rule of every comparison with transformers: the float32 rule of `convert-weights --verify` (VERIFY_RULES):
+# max |our logit - transformers' logit| / max |transformers' logit| <= 1e-4 and top-1 agreement >= 99.9%.
+QWEN_SIZES = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False)
+QWEN = {"qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}),
+        "qwen2_tied": ("Qwen2ForCausalLM", "Qwen2Config", {"tie_word_embeddings": True}),
+        "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 32}),          # 4 heads x 32 = 128 != hidden 64
+        "qwen3_tied": ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 32, "tie_word_embeddings": True, "rope_theta": 1e6})}
+QIDS = np.random.default_rng(2).integers(0, 256, (2, 40))
+
+
+def tiny_qwen(tf, folder, name, **kw):
+    "A small random transformers Qwen2/Qwen3 (weights perturbed: biases nonzero, norm scales not one), saved to folder."
+    from llmpt_nb.testing import TINY_HF
+    arch, cfg_class, extra = QWEN[name]
+    TINY_HF.setdefault(arch, (cfg_class, {}))              # every size is passed below
+    return tf.tiny_hf_model(folder, arch=arch, seed=4, **{**QWEN_SIZES, **extra, **kw})
+
+
+def cli(*argv):
+    "Run the real `llmpt` entry point in-process; returns its exit code."
+    from llmpt_nb.cli import main
+    return main(["convert-weights", *map(str, argv)])
+
+
+@pytest.mark.parametrize("name", list(QWEN))
+def test_qwen_verify_cli_passes(tf, tmp_path, capsys, name):
+    "`llmpt convert-weights --verify HF_DIR`: transformers' Qwen2/Qwen3 against our loader, float32 rule."
+    folder = tiny_qwen(tf, tmp_path / name, name)
+    net, table = load_hf_model(folder)
+    c = net.config
+    assert (c.qkv_has_bias, c.qk_layernorm) == (name.startswith("qwen2"), name.startswith("qwen3"))
+    assert c.head_dim == (32 if name.startswith("qwen3") else 16) and len(table.mapped) == len(list(net.get_parameters()))
+    assert cli("--verify", folder) == 0
+    assert "OK (float32 rule: relative difference <= 0.0001, top-1 agreement >= 99.9%)" in capsys.readouterr().out
+    theirs = tf.hf_model(folder)
+    diff = np.abs(our_logits(net, QIDS) - tf.hf_logits(theirs, QIDS)).max()
+    assert diff <= 1e-4 * np.abs(tf.hf_logits(theirs, QIDS)).max(), diff
+
+
+@pytest.mark.parametrize("name", ["qwen2", "qwen3_tied"])
+def test_qwen_cli_roundtrip_hf_ms_hf(tf, tmp_path, capsys, name):
+    "--from hf --to ms, then --from ms --to hf: the same tensors, the same architecture, transformers' same logits."
+    src = tiny_qwen(tf, tmp_path / "src", name)
+    assert cli("--from", "hf", "--to", "ms", src, tmp_path / "m.ckpt") == 0
+    assert cli("--from", "ms", "--to", "hf", tmp_path / "m.ckpt", tmp_path / "out") == 0
+    a, b = HFCheckpoint(src), HFCheckpoint(tmp_path / "out")
+    assert sorted(a.keys()) == sorted(b.keys()) and all(np.array_equal(a.get(k), b.get(k)) for k in a.keys())
+    assert b.config["architectures"] == a.config["architectures"] and b.config["model_type"] == a.config["model_type"]
+    assert b.config["head_dim"] == (32 if name.startswith("qwen3") else 16)
+    theirs_src, theirs_out = tf.hf_model(src), tf.hf_model(tmp_path / "out")   # transformers loads the export
+    assert np.abs(tf.hf_logits(theirs_out, QIDS) - tf.hf_logits(theirs_src, QIDS)).max() < 1e-6
+    capsys.readouterr()
+    assert cli("--verify", tmp_path / "out", tmp_path / "m.ckpt") == 0          # our .ckpt against transformers on the export
+    assert "OK (float32 rule" in capsys.readouterr().out
+
+
+def test_qwen2_mindformers_names_roundtrip(tf, tmp_path):
+    "MindFormers' Qwen2 (its LLaMA with qkv_has_bias) names the biases attention.wq.bias ...: bit-exact both ways."
+    src = tiny_qwen(tf, tmp_path / "src", "qwen2")
+    assert cli("--from", "hf", "--to", "mindformers", src, tmp_path / "mf.ckpt") == 0
+    names = set(ms.load_checkpoint(str(tmp_path / "mf.ckpt")))
+    assert {f"model.layers.{i}.attention.w{x}.bias" for i in (0, 1) for x in "qkv"} <= names
+    assert not any("wo.bias" in n or "q_proj" in n for n in names)
+    assert cli("--from", "mindformers", "--to", "hf", tmp_path / "mf.ckpt", tmp_path / "out") == 0
+    a, b = HFCheckpoint(src), HFCheckpoint(tmp_path / "out")
+    assert sorted(a.keys()) == sorted(b.keys()) and all(np.array_equal(a.get(k), b.get(k)) for k in a.keys())
+    assert b.config["architectures"] == ["Qwen2ForCausalLM"]
+
+
+def test_qwen3_mindformers_names_refused(tf, tmp_path, capsys):
+    "MindFormers' LLaMA names have no q/k norm tensors: refused with exit code 2 and a sentence, nothing written."
+    src = tiny_qwen(tf, tmp_path / "src", "qwen3")
+    assert cli("--from", "hf", "--to", "mindformers", src, tmp_path / "mf.ckpt") == 2
+    err = capsys.readouterr().err
+    assert "no q/k norm tensors" in err and "--to ms" in err and "Traceback" not in err
+    assert not (tmp_path / "mf.ckpt").exists()
+
+
+def test_qwen_wrong_shape_is_named(tf, tmp_path):
+    src = tiny_qwen(tf, tmp_path / "src", "qwen3")
+    bad = damaged_copy(src, tmp_path / "bad", reshape="model.layers.1.self_attn.k_norm.weight")
+    with pytest.raises(WeightsError, match=r"shape mismatch for 'model\.layers\.1\.self_attn\.k_norm\.weight'.*\(31,\).*\(32,\)"):
+        load_hf_model(bad)
+    bad = damaged_copy(src, tmp_path / "bad2", config_update={"head_dim": 16})   # config.json that does not describe the tensors
+    with pytest.raises(WeightsError, match=r"shape mismatch for 'model\.layers\.0\.self_attn\.q_proj\.weight'"):
+        load_hf_model(bad)
+    bad = damaged_copy(tiny_qwen(tf, tmp_path / "q2", "qwen2"), tmp_path / "bad3", drop=["model.layers.0.self_attn.v_proj.bias"])
+    with pytest.raises(WeightsError, match=r"missing tensor 'model\.layers\.0\.self_attn\.v_proj\.bias'"):
+        load_hf_model(bad)
+
+
+def test_qwen_sliding_window_refused_only_when_used(tf, tmp_path, capsys):
+    "A sliding window that some layer uses is refused naming use_sliding_window; one no layer uses loads and verifies."
+    src = tiny_qwen(tf, tmp_path / "src", "qwen2")
+    slid = damaged_copy(src, tmp_path / "slid", config_update={"use_sliding_window": True, "sliding_window": 8,
+                                                                "layer_types": ["full_attention", "sliding_attention"]})
+    assert cli("--verify", slid) == 2
+    err = capsys.readouterr().err
+    assert "use_sliding_window: True" in err and "layers 1 of 2" in err and "Traceback" not in err
+    theirs = tf.hf_model(slid)   # the refusal matters: transformers' layer 1 attends to 8 tokens, and the logits differ
+    ours = load_hf_model(src)[0]
+    assert np.abs(our_logits(ours, QIDS) - tf.hf_logits(theirs, QIDS)).max() > 1e-3
+    # older config.json without layer_types: transformers slides from layer max_window_layers on
+    cfg = {k: v for k, v in json.loads((slid / "config.json").read_text()).items() if k != "layer_types"}
+    (slid / "config.json").write_text(json.dumps({**cfg, "max_window_layers": 1}))
+    with pytest.raises(ValueError, match="use_sliding_window.*layers 1 of 2"):
+        load_hf_model(slid)
+    (slid / "config.json").write_text(json.dumps({**cfg, "max_window_layers": 2}))      # on, but for no layer
+    capsys.readouterr()
+    assert cli("--verify", slid) == 0 and "OK (float32 rule" in capsys.readouterr().out
+
+
+def test_qwen3_attention_bias_refused(tf, tmp_path):
+    "Qwen3's attention_bias also biases o_proj, which our attention has not: refused, naming the key."
+    src = tiny_qwen(tf, tmp_path / "src", "qwen3")
+    bad = damaged_copy(src, tmp_path / "bad", config_update={"attention_bias": True})
+    with pytest.raises(ValueError, match=r"bad/config\.json has attention_bias: True.*o_proj"):
+        load_hf_model(bad)
+
+
+def test_qwen_switches_without_hf_twin_refused(tmp_path):
+    "q/k norms together with q/k/v biases (and no o_proj bias) exist in no transformers architecture: export refuses."
+    net = tiny_ours(qkv_has_bias=True, qk_layernorm=True)
+    with pytest.raises(ValueError, match="no Hugging Face twin"):
+        export_hf(net, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+    save_ms_checkpoint(net, tmp_path / "ours.ckpt")            # our own names hold it
+    back, _ = load_ms_checkpoint(tmp_path / "ours.ckpt")
+    assert np.abs(our_logits(back, IDS) - our_logits(net, IDS)).max() == 0
+
+
+def test_qwen_options_train_in_graph_mode(tmp_path):
+    "GRAPH_MODE compiles and trains the model with every Qwen switch on: loss falls, biases and q/k norms are updated."
+    from mindspore import nn, Tensor
+    from llmpt_nb.models.llama import CausalLMLoss
+    mode = ms.get_context("mode")
+    ms.set_context(mode=ms.GRAPH_MODE)
+    try:
+        net = tiny_ours(qkv_has_bias=True, qk_layernorm=True, head_dim=16, tie_word_embeddings=True)   # 4 x 16 != 32
+        before = {k: a.copy() for k, a in parameter_arrays(net).items()}   # asnumpy() may share the buffer
+        step = nn.TrainOneStepCell(CausalLMLoss(net), nn.Adam(net.trainable_params(), learning_rate=1e-2))
+        rows = Tensor(np.random.default_rng(0).integers(0, 128, (4, 33)).astype(np.int32))
+        losses = [float(step(rows, rows).asnumpy()) for _ in range(8)]
+    finally:
+        ms.set_context(mode=mode)
+    assert losses[-1] < losses[0] - 0.5, losses
+    print("GRAPH_MODE losses:", [round(x, 3) for x in losses])
+    after = parameter_arrays(net)
+    for name in ("model.layers.0.self_attn.q_proj.bias", "model.layers.1.self_attn.k_norm.weight"):
+        assert np.abs(after[name] - before[name]).max() > 1e-3, name

@@ -58,6 +58,9 @@ class LlamaConfig(ModelConfig):
     intermediate_size: int = 352
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    head_dim: int = None                   # None: hidden_size // num_heads; Qwen3 sets its own
+    qkv_has_bias: bool = False             # biases on q/k/v projections (Qwen2 / Qwen2.5)
+    qk_layernorm: bool = False             # RMSNorm on each head's query and key before RoPE (Qwen3)
     tie_word_embeddings: bool = False
     initializer_range: float = 0.02
     compute_dtype: str = "float32"
@@ -67,9 +70,12 @@ class LlamaConfig(ModelConfig):
 
     def __post_init__(self):
         self.n_kv_heads = self.n_kv_heads or self.num_heads
-        if self.hidden_size % self.num_heads:
+        if self.head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}: "
-                             "choose num_heads that divides hidden_size")
+                             "choose num_heads that divides hidden_size, or set head_dim")
+        self.head_dim = self.head_dim or self.hidden_size // self.num_heads
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim {self.head_dim} is odd: RoPE rotates dimensions in pairs, choose an even head size")
         if self.num_heads % self.n_kv_heads:
             raise ValueError(f"num_heads {self.num_heads} is not divisible by n_kv_heads {self.n_kv_heads}: "
                              "each key/value head must serve a whole group of query heads")
@@ -77,18 +83,21 @@ class LlamaConfig(ModelConfig):
 
 # %% ../../nbs/03_model.ipynb #fa252c9c
 class Linear(nn.Cell):
-    "Bias-free linear layer, weight (out, in), matmul in `compute_dtype`."
-    def __init__(self, in_features, out_features, std=0.02, param_dtype=ms.float32, compute_dtype=ms.float32):
+    "Linear layer, weight (out, in), matmul in `compute_dtype`; bias-free unless `has_bias` (Qwen2's q/k/v)."
+    def __init__(self, in_features, out_features, std=0.02, param_dtype=ms.float32, compute_dtype=ms.float32, has_bias=False):
         super().__init__()
         self.weight = Parameter(initializer(Normal(std), (out_features, in_features), param_dtype), name="weight")
+        self.bias = Parameter(initializer("zeros", (out_features,), param_dtype), name="bias") if has_bias else None
         self.matmul = ops.MatMul(transpose_b=True)
-        self.compute_dtype, self.out_features = compute_dtype, out_features
+        self.compute_dtype, self.out_features, self.has_bias = compute_dtype, out_features, has_bias
 
     def full_weight(self): return self.weight  # chapter 09a's ZeRO-3 gathers it from every rank's slice
 
     def construct(self, x):
         shape = x.shape
         y = self.matmul(x.reshape(-1, shape[-1]).astype(self.compute_dtype), self.full_weight().astype(self.compute_dtype))
+        if self.has_bias:
+            y = y + self.bias.astype(self.compute_dtype)
         return y.reshape(shape[:-1] + (self.out_features,))
 
 
@@ -109,27 +118,42 @@ class RMSNorm(nn.Cell):
 
 # %% ../../nbs/03_model.ipynb #e91c9cc1
 class LlamaAttention(nn.Cell):
-    "Multi-head attention with RoPE and grouped key/value heads."
+    "Multi-head attention with RoPE and grouped key/value heads; q/k/v biases and q/k norms when the config asks (Qwen)."
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         dt, pt, std = DTYPES[cfg.compute_dtype], DTYPES[cfg.param_init_type], cfg.initializer_range
         self.n_heads, self.n_kv, self.head_dim = cfg.num_heads, cfg.n_kv_heads, cfg.head_dim
-        self.q_proj = Linear(cfg.hidden_size, cfg.num_heads * cfg.head_dim, std, pt, dt)
-        self.k_proj = Linear(cfg.hidden_size, cfg.n_kv_heads * cfg.head_dim, std, pt, dt)
-        self.v_proj = Linear(cfg.hidden_size, cfg.n_kv_heads * cfg.head_dim, std, pt, dt)
-        self.o_proj = Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, std, pt, dt)
+        bias, d = cfg.qkv_has_bias, cfg.hidden_size
+        self.q_proj = Linear(d, cfg.num_heads * cfg.head_dim, std, pt, dt, bias)
+        self.k_proj = Linear(d, cfg.n_kv_heads * cfg.head_dim, std, pt, dt, bias)
+        self.v_proj = Linear(d, cfg.n_kv_heads * cfg.head_dim, std, pt, dt, bias)
+        self.o_proj = Linear(cfg.num_heads * cfg.head_dim, d, std, pt, dt)
+        self.qk_norm = cfg.qk_layernorm
+        if self.qk_norm:  # one RMSNorm scale of head_dim, shared by every head
+            ln = DTYPES[cfg.layernorm_compute_type]
+            self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, pt, ln)
+            self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, pt, ln)
         cos, sin = rope_frequencies(cfg.head_dim, cfg.seq_length, cfg.rope_theta)
         self.cos, self.sin = Tensor(cos[:, None], dt), Tensor(sin[:, None], dt)  # (seq, 1, head_dim): heads broadcast
         self.rot = Tensor(rotate_half_matrix(cfg.head_dim), dt)
         self.mask = causal_mask(cfg.seq_length)
         self.softmax_dtype = DTYPES[cfg.softmax_compute_type]
 
+    def project_qkv(self, x, cos, sin):
+        """Queries (b, heads, t, head_dim), keys and values (b, n_kv_heads, t, head_dim) of x (b, t, hidden), RoPE on
+        queries and keys at the positions of cos/sin (t, 1, head_dim). The KV-cache decoder (chapter 10d) calls it too."""
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, self.n_heads, self.head_dim)
+        k = self.k_proj(x).reshape(b, t, self.n_kv, self.head_dim)
+        if self.qk_norm:  # Qwen3: each head's query and key normalised before RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q, cos, sin, self.rot).swapaxes(1, 2)   # RoPE before the heads move: reshapes stay free
+        k = apply_rope(k, cos, sin, self.rot).swapaxes(1, 2)
+        return q, k, self.v_proj(x).reshape(b, t, self.n_kv, self.head_dim).swapaxes(1, 2)
+
     def construct(self, x):
         b, t, _ = x.shape
-        cos, sin = narrow(self.cos, 0, 0, t), narrow(self.sin, 0, 0, t)  # RoPE before the heads move: reshapes stay free
-        q = apply_rope(self.q_proj(x).reshape(b, t, self.n_heads, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
-        k = apply_rope(self.k_proj(x).reshape(b, t, self.n_kv, self.head_dim), cos, sin, self.rot).swapaxes(1, 2)
-        v = self.v_proj(x).reshape(b, t, self.n_kv, self.head_dim).swapaxes(1, 2)
+        q, k, v = self.project_qkv(x, narrow(self.cos, 0, 0, t), narrow(self.sin, 0, 0, t))
         out = causal_attention(q, k, v, self.mask, self.softmax_dtype)
         return self.o_proj(out.swapaxes(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
@@ -226,8 +250,9 @@ def count_parameters(net, trainable_only=True):
 
 def llama_parameter_count(cfg: LlamaConfig):
     "Parameter count from the config alone (embeddings, attention, MLP, norms, head)."
-    d, kv = cfg.hidden_size, cfg.n_kv_heads * cfg.head_dim
-    per_layer = d * d * 2 + d * kv * 2 + 3 * d * cfg.intermediate_size + 2 * d
+    d, q, kv = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    per_layer = d * q * 2 + d * kv * 2 + 3 * d * cfg.intermediate_size + 2 * d
+    per_layer += (q + 2 * kv) * cfg.qkv_has_bias + 2 * cfg.head_dim * cfg.qk_layernorm   # Qwen2 biases, Qwen3 q/k norms
     head = 0 if cfg.tie_word_embeddings else cfg.vocab_size * d
     return cfg.vocab_size * d + cfg.num_layers * per_layer + d + head
 
