@@ -15,7 +15,7 @@ from . import __version__
 from .launch import add_cli_command as add_launch_command, run_cli as run_launch
 
 # %% ../nbs/10a_cli.ipynb #b7e4a913
-WEIGHT_FORMATS = ("hf", "ms", "mindformers")  # chapter 07's FORMATS
+WEIGHT_FORMATS = ("hf", "ms", "mindformers", "mindformers2")  # chapter 07a's CONVERT_FORMATS
 WEIGHT_DTYPES = ("bfloat16", "float16", "float32")  # chapter 03's DTYPES, sorted
 RESUME_HELP = "continue the run in output_dir from its newest complete checkpoint"
 
@@ -39,13 +39,15 @@ def _command(subparsers, name, help, handler=None, description=None, **flags):
 def add_convert_weights(subparsers):
     "Add `convert-weights` (chapter 07) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
     p = _command(subparsers, "convert-weights", "convert weights between Hugging Face, llmpt_nb and MindFormers",
-                 ("convert", "run_convert_weights"), "Convert weights: hf (a Hugging Face folder), ms (llmpt_nb .ckpt), "
-                 "mindformers (.ckpt with MindFormers names). --verify compares logits with transformers.",
+                 ("convert", "run_convert_weights"), "Convert weights: hf (a Hugging Face folder), ms (an llmpt_nb .ckpt or .safetensors), "
+                 "mindformers (a .ckpt with MindFormers' r1.x names: legacy models, MindFormers <= 1.5 or use_legacy: True), "
+                 "mindformers2 (a folder MindFormers 2.x loads as pretrained_model_dir: Hugging Face names, config.json, "
+                 "tokenizer). --verify compares logits with transformers.",
                  config="YAML with model.model_config, for checkpoints that do not record it",
                  overwrite="replace an existing destination",
                  verify="print the max |logit difference| against transformers for fixed sentences")
-    p.add_argument("src", help="source: a Hugging Face folder or a .ckpt")
-    p.add_argument("dst", nargs="?", default=None, help="destination folder (hf) or .ckpt; with --verify: a checkpoint to check")
+    p.add_argument("src", help="source: a Hugging Face folder, a .ckpt or a .safetensors")
+    p.add_argument("dst", nargs="?", default=None, help="destination folder (hf, mindformers2) or .ckpt; with --verify: a checkpoint to check")
     p.add_argument("--from", dest="src_format", choices=WEIGHT_FORMATS, default="hf", help="source format (default hf)")
     p.add_argument("--to", dest="dst_format", choices=WEIGHT_FORMATS, default="ms", help="destination format (default ms)")
     p.add_argument("--dtype", choices=WEIGHT_DTYPES, default=None, help="weights dtype of the destination (default: the source's / float32)")
@@ -86,10 +88,10 @@ def add_import_config(subparsers):
 
 def add_generate(subparsers):
     "Add `generate` (chapter 10d) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
-    p = _command(subparsers, "generate", "continue prompts with a trained model (a run folder, a .ckpt or a Hugging Face folder)",
+    p = _command(subparsers, "generate", "continue prompts with a trained model (a run folder, a .ckpt or .safetensors, or a Hugging Face folder)",
                  ("generation", "run_generate"), "Continue prompts with a trained model, with a KV cache. The settings "
                  "default to the run's generation section (the packaged config's for a .ckpt or Hugging Face folder).")
-    p.add_argument("run", help="a run folder of llmpt pretrain (its newest healthy checkpoint), one of its .ckpt files, "
+    p.add_argument("run", help="a run folder of llmpt pretrain (its newest healthy checkpoint), one of its .ckpt or .safetensors files, "
                    "or a Hugging Face LLaMA folder with tokenizer.model")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for several (default: generation.prompt)")
     p.add_argument("--prompts", help="a UTF-8 file, one prompt per line")
@@ -113,7 +115,7 @@ def add_export(subparsers):
                  "mindspore.export, load the file back (MindSpore for MINDIR, onnxruntime for ONNX) and compare its logits "
                  "with the model's on fixed sentences; exit 1 when they differ.", overwrite="replace an existing FILE",
                  check="check an existing FILE against the model instead of writing it")
-    p.add_argument("run", help="a run folder of llmpt pretrain, one of its .ckpt files, or a Hugging Face LLaMA folder")
+    p.add_argument("run", help="a run folder of llmpt pretrain, one of its .ckpt or .safetensors files, or a Hugging Face LLaMA folder")
     p.add_argument("--format", choices=("mindir", "onnx"), required=True, help="the file format")
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="the file to write (default: model.FORMAT here)")
     return p

@@ -401,11 +401,11 @@ class ProfileWindow:
 class StopRequested(KeyboardInterrupt):
     """Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written. A
     KeyboardInterrupt, so `except Exception` does not swallow it; `exit_code` tells it from a plain one."""
-    def __init__(self, signum, step, output_dir):
+    def __init__(self, signum, step, output_dir, checkpoint_format="ckpt"):
         self.signum, self.step, self.output_dir = int(signum), step, Path(output_dir)
         self.exit_code = 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
         super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; checkpoint "
-                         f"{self.output_dir / 'checkpoint' / f'step_{step}.ckpt'}")
+                         f"{self.output_dir / 'checkpoint' / f'step_{step}.{checkpoint_format}'}")
 
 
 class GracefulStop:
@@ -714,4 +714,5 @@ def _loop(self: Trainer, batches, bar, stop):
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
             self._call("on_stop")
-            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir)
+            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir,
+                                    self.cfg.get("checkpoint", {}).get("format", "ckpt"))

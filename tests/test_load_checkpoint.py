@@ -1,21 +1,24 @@
 """`load_checkpoint` in `llmpt pretrain`: a new run starts from existing weights (an llmpt_nb checkpoint or a Hugging Face
 LLaMA folder), checked against the run's model config and tokenizer before the first step."""
-import json, shutil
+import importlib.util, json, shutil
 import numpy as np
 import pytest
 from conftest import ROOT
 from test_cli import llmpt
 
 
-def test_new_run_starts_from_a_checkpoint(tmp_path, env):
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+def test_new_run_starts_from_a_checkpoint(tmp_path, env, fmt):
+    "From a training checkpoint of either format (checkpoint.format), or from its run folder."
     base, warm = tmp_path / "base", tmp_path / "warm"
-    r = llmpt("pretrain", "--smoke", f"--output_dir={base}", "--runner_config.max_steps=30", env=env)
+    r = llmpt("pretrain", "--smoke", f"--output_dir={base}", "--runner_config.max_steps=30", f"--checkpoint.format={fmt}", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     fresh = json.loads((base / "summary.json").read_text())
+    assert fresh["checkpoint"].endswith(f"step_30.{fmt}")
     r = llmpt("pretrain", "--smoke", f"--output_dir={warm}", f"--load_checkpoint={fresh['checkpoint']}",
               "--runner_config.max_steps=2", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "weights: step_30.ckpt" in r.stdout, r.stdout[-3000:]
+    assert f"weights: step_30.{fmt}" in r.stdout, r.stdout[-3000:]
     loaded = json.loads((warm / "summary.json").read_text())
     print(f"first loss: {fresh['first_loss']:.3f} from random weights, {loaded['first_loss']:.3f} from step 30 "
           f"(whose last loss was {fresh['last_loss']:.3f})")
@@ -29,6 +32,13 @@ def test_new_run_starts_from_a_checkpoint(tmp_path, env):
     assert r.returncode != 0 and "vocabulary of 2000 tokens but the run's tokenizer has 1800 pieces" in out, out[-3000:]
     assert f"processor.tokenizer.vocab_file={base}/tokenizer/tokenizer.model" in out, out[-3000:]
     assert not (tmp_path / "other" / "checkpoint").exists()
+    r = llmpt("generate", base, "--greedy", "--prompt", "中国", "--max_new_tokens=4", env=env)   # a run folder of either format
+    assert r.returncode == 0 and f"step_30.{fmt}" in r.stderr and r.stdout.startswith("中国"), r.stderr[-3000:]
+    if fmt == "safetensors" and importlib.util.find_spec("transformers"):   # on to MindFormers 2.x, checked by transformers
+        r = llmpt("convert-weights", "--from", "ms", "--to", "mindformers2", fresh["checkpoint"], tmp_path / "mf2", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        r = llmpt("convert-weights", "--verify", tmp_path / "mf2", fresh["checkpoint"], env=env)
+        assert r.returncode == 0 and "OK (float32 rule" in r.stdout and "top-1 agreement" in r.stdout, r.stdout[-3000:]
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Exact resume: a run killed with SIGKILL and resumed reproduces the uninterrupted run step for step (`llmpt pretrain`
-and `llmpt continue-pretrain`, both on chapter 05's Trainer)."""
+and `llmpt continue-pretrain`, both on chapter 05's Trainer), with checkpoints in either format (`checkpoint.format`:
+ckpt or safetensors)."""
 import json, os, signal, subprocess, time
 import numpy as np
 import pytest
@@ -35,16 +36,35 @@ def check_tensorboard(out):
         assert np.allclose([v for _, v in got], [v for _, v in want], rtol=1e-6), tag
 
 
+def damage(path):
+    "Flip one bit in the middle of a file, as a failing disk might."
+    data = bytearray(path.read_bytes()); data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def check_safetensors_library_reads(path, by_mindspore):
+    "The safetensors library (no MindSpore) lists every tensor of a training checkpoint, moments included, same values."
+    from safetensors import safe_open
+    with safe_open(str(path), framework="np") as f:
+        names = set(f.keys())
+        assert names == set(by_mindspore)
+        weights = [n for n in names if f"adam_m.{n}" in names]
+        assert weights and all(f"adam_v.{n}" in names for n in weights)          # both AdamW moments of each weight
+        assert all(np.array_equal(f.get_tensor(n), by_mindspore[n].asnumpy()) for n in names)
+
+
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
 @pytest.mark.parametrize("run", [RUN, MLM_RUN], ids=["pretrain", "continue-pretrain"])
-def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run):
+def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run, fmt):
     if run is MLM_RUN:
         pytest.importorskip("transformers")
+    args = [*run, f"--checkpoint.format={fmt}"]         # resume reads the format back from the run's config.yaml
     straight, broken = tmp_path / "straight", tmp_path / "broken"
-    r = subprocess.run([bin_path("llmpt"), *run, f"--output_dir={straight}"], env=env, cwd=ROOT,
+    r = subprocess.run([bin_path("llmpt"), *args, f"--output_dir={straight}"], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
 
-    proc = subprocess.Popen([bin_path("llmpt"), *run, f"--output_dir={broken}"], env=env, cwd=ROOT,
+    proc = subprocess.Popen([bin_path("llmpt"), *args, f"--output_dir={broken}"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while not (broken / "checkpoint" / "step_6.json").exists():
@@ -72,10 +92,24 @@ def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run):
             assert [x["step"] for x in rows if x.get("skipped")] == [2], out
             assert json.loads((out / "summary.json").read_text())["skipped_steps"] == 1
 
-    import mindspore as ms
-    wa, wb = (ms.load_checkpoint(str(d / "checkpoint" / "step_20.ckpt")) for d in (straight, broken))
+    from llmpt_nb.checkpoint import read_checkpoint
+    for d in (straight, broken):                              # one format, the run's, in rank 0's files and the metadata
+        assert {p.suffix for p in (d / "checkpoint").glob("step_*") if p.suffix != ".json"} == {f".{fmt}"}
+        assert list(json.loads((d / "checkpoint" / "step_20.json").read_text())["files"]) == [f"step_20.{fmt}"]
+    wa, wb = (read_checkpoint(d / "checkpoint" / f"step_20.{fmt}") for d in (straight, broken))
     assert set(wa) == set(wb)
     assert all(np.array_equal(wa[k].asnumpy(), wb[k].asnumpy()) for k in wa)
+    if fmt == "safetensors":
+        check_safetensors_library_reads(broken / "checkpoint" / "step_20.safetensors", wb)
+    if run is RUN:                                            # the newest checkpoint damaged: named, and the one before used
+        damage(broken / "checkpoint" / f"step_20.{fmt}")
+        r = subprocess.run([bin_path("llmpt"), "pretrain", "--resume", f"--output_dir={broken}", "--runner_config.max_steps=21"],
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"skipping the damaged checkpoint step_20.{fmt}: " in r.stderr and "SHA-256" in r.stderr, r.stderr[-3000:]
+        assert "resumed from step 19 " in r.stdout, r.stdout[-3000:]
+        c = losses(broken)
+        assert sorted(c) == list(range(1, 22)) and c[20] == a[20]   # step 20 trained again from step 19's state
 
 
 def test_resume_refuses_another_global_batch(tmp_path, env):
