@@ -55,10 +55,12 @@ class DynamicLossScale:
 GB = 1e9
 
 def llama_params(mc):
-    "Parameter count of a LLaMA model_config (dict-like)."
-    d, L, V, f = mc["hidden_size"], mc["num_layers"], mc["vocab_size"], mc["intermediate_size"]
-    kv = mc.get("n_kv_heads") or mc["num_heads"]
-    per_layer = 2 * d * d + 2 * d * (d // mc["num_heads"]) * kv + 3 * d * f + 2 * d
+    "Parameter count of a LLaMA model_config (dict-like): Qwen's head_dim, q/k/v biases and q/k norms included."
+    d, L, V, f, h = mc["hidden_size"], mc["num_layers"], mc["vocab_size"], mc["intermediate_size"], mc["num_heads"]
+    hd = mc.get("head_dim") or d // h                    # Qwen3 sets a head size other than hidden / heads
+    q, kv = h * hd, (mc.get("n_kv_heads") or h) * hd
+    per_layer = 2 * d * q + 2 * d * kv + 3 * d * f + 2 * d
+    per_layer += (q + 2 * kv) * bool(mc.get("qkv_has_bias")) + 2 * hd * bool(mc.get("qk_layernorm"))
     return V * d * (1 if mc.get("tie_word_embeddings") else 2) + L * per_layer + d
 
 

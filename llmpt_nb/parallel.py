@@ -137,7 +137,7 @@ def _reduced_slice(g, numel, padded, start, chunk, allreduce=None):
 # %% ../nbs/09a_parallel.ipynb #455862a3
 class ZeroShards(nn.Cell):
     "ZeRO stage 1, 2 or 3 for chapter 05's `AdamW` and `AccumulateStep`: which flat slice of each parameter this rank keeps."
-    def __init__(self, shapes, stage, rank=0, world_size=1):
+    def __init__(self, shapes, stage, rank=0, world_size=1, stored=None):
         super().__init__(auto_prefix=False)
         if stage not in (1, 2, 3):
             raise ValueError(f"a ZeRO strategy has stage 1, 2 or 3, got {stage}; stage 0 (data parallel) needs none")
@@ -146,8 +146,12 @@ class ZeroShards(nn.Cell):
         self.start = tuple(shard_range(n, rank, world_size)[0] for n in self.numel)
         self.chunk = tuple(shard_range(n, rank, world_size)[1] for n in self.numel)
         self.padded = tuple(c * world_size for c in self.chunk)
-        self.allgather = ops.AllGather() if world_size > 1 and stage < 3 else None
-        self.allreduce = ops.AllReduce() if world_size > 1 and stage == 2 else None
+        # stage 3: which parameters the model stores as slices (`stored`, from shard_model); the others (q/k/v biases)
+        # stay whole in the model and are handled as at stage 2: gradient slice, moment slice, updated slice gathered
+        self.stored = tuple(bool(s) for s in (stored if stored is not None else [stage == 3] * len(self.shapes)))
+        whole = stage < 3 or not all(self.stored)
+        self.allgather = ops.AllGather() if world_size > 1 and whole else None
+        self.allreduce = ops.AllReduce() if world_size > 1 and (stage == 2 or stage == 3 and whole) else None
 
     def local(self, x, i):
         return _flat_slice(x, self.numel[i], self.padded[i], self.start[i], self.chunk[i])
@@ -156,17 +160,20 @@ class ZeroShards(nn.Cell):
         return self.local(g, i) if self.stage == 1 else g
 
     def update_param(self, p, i):  # stage 3 stores the slice itself
-        return p if self.stage == 3 else self.local(p, i)
+        return p if self.stored[i] else self.local(p, i)
 
     def updated(self, p, i):       # what the parameter holds after the update
-        return p if self.stage == 3 else _gathered(p, self.numel[i], self.padded[i], self.shapes[i], self.allgather)
+        return p if self.stored[i] else _gathered(p, self.numel[i], self.padded[i], self.shapes[i], self.allgather)
 
-    def accumulated(self, g, i):   # stage 2: a micro-batch's gradient, summed over ranks, this rank's slice
+    def accumulated(self, g, i):   # stage 2 (and stage 3's whole parameters): summed over ranks, this rank's slice
+        if self.stored[i]:         # stage 3: GatherShard's backward already did that
+            return g
         return _reduced_slice(g, self.numel[i], self.padded[i], self.start[i], self.chunk[i], self.allreduce)
 
     def comm_bytes(self):
         "Bytes this rank's optimizer step passes to collectives: {'allgather': output bytes}."
-        return {"allgather": 4 * sum(self.padded) if self.allgather is not None else 0}
+        whole = sum(p for p, s in zip(self.padded, self.stored) if not s)
+        return {"allgather": 4 * whole if self.allgather is not None else 0}
 
 # %% ../nbs/09a_parallel.ipynb #5ab4630b
 class GatherShard(nn.Cell):
@@ -227,8 +234,12 @@ def full_shapes(net):
     shapes = {}
     for _, cell in net.cells_and_names():
         for p in cell._params.values():
-            shapes[p.name] = cell.shard_gather.shape if isinstance(getattr(cell, "shard_gather", None), GatherShard) else tuple(p.shape)
+            shapes[p.name] = cell.shard_gather.shape if p.name in _sliced_names(cell) else tuple(p.shape)
     return [shapes[p.name] for p in net.trainable_params()]
+
+def _sliced_names(net):
+    "Names of the parameters stored as ZeRO-3 slices (the weights of the sharded layers; a bias stays whole)."
+    return {c.weight.name for _, c in net.cells_and_names() if isinstance(getattr(c, "shard_gather", None), GatherShard)}
 
 
 class _GatherAll(nn.Cell):
@@ -268,10 +279,11 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     if zero_stage == 3 and not any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
         shard_model(net, rank, world_size)
     params = net.trainable_params()
-    zero = ZeroShards(full_shapes(net), zero_stage, rank, world_size) if zero_stage else None
+    sliced = _sliced_names(net)
+    zero = ZeroShards(full_shapes(net), zero_stage, rank, world_size, [p.name in sliced for p in params]) if zero_stage else None
     optimizer = AdamW(params, beta1, beta2, eps, weight_decay, zero=zero)
-    accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage == 2 else None)
-    accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage == 2 else None)
+    accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage >= 2 else None)
+    accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage >= 2 else None)
     reducer = GradAllReduce(world_size) if world_size > 1 else None
     sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
     apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
@@ -296,8 +308,8 @@ def comm_per_step(net, cells, zero_stage, accum_steps, world_size):
         return dict(allreduce_bytes=0, allgather_bytes=0)
     grads = _bytes(cells.accum) * (world_size if zero_stage in (2, 3) else 1)  # a full gradient's bytes
     ar = {0: grads, 1: grads, 2: grads * accum_steps + 8, 3: grads * accum_steps + 8}[zero_stage]
-    ag = 0 if zero_stage == 0 else _gather_numel(net) * accum_steps if zero_stage == 3 else \
-        cells.optimizer.zero.comm_bytes()["allgather"]
+    ag = 0 if zero_stage == 0 else cells.optimizer.zero.comm_bytes()["allgather"] + \
+        (_gather_numel(net) * accum_steps if zero_stage == 3 else 0)
     return dict(allreduce_bytes=ar, allgather_bytes=ag)
 
 # %% ../nbs/09a_parallel.ipynb #11444120
@@ -359,11 +371,12 @@ def train_cells_from_config(net, loss_net, cfg, rank, world_size):
                              wrap.max_grad_norm, wrap.use_clip_grad)
 
 # %% ../nbs/09a_parallel.ipynb #d70ba27f
-def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0):
-    "A small LLaMA for parallel experiments, initialised from `seed`."
+def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0,
+               **qwen):
+    "A small LLaMA for parallel experiments, initialised from `seed`; `qwen`: head_dim, qkv_has_bias, qk_layernorm."
     ms.set_seed(seed)
     return LlamaForCausalLM(LlamaConfig(vocab_size=vocab_size, seq_length=seq_length, hidden_size=hidden_size,
-                                        num_layers=num_layers, num_heads=num_heads, intermediate_size=intermediate_size))
+                                        num_layers=num_layers, num_heads=num_heads, intermediate_size=intermediate_size, **qwen))
 
 def train_steps(net, cells, batches, lrs, scale=1.0):
     "Run the accumulate/apply cells: batches[step] is a list of (input_ids, labels); returns losses and step times."
@@ -391,6 +404,9 @@ def _parse(argv):
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--ffn", type=int, default=128)
+    p.add_argument("--head-dim", type=int, default=None, help="Qwen3: a head size other than hidden/heads")
+    p.add_argument("--qkv-bias", action="store_true", help="Qwen2: biases on q/k/v")
+    p.add_argument("--qk-norm", action="store_true", help="Qwen3: RMSNorm on each head's query and key")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
@@ -419,7 +435,8 @@ def _io_bytes():
 def run_stage(stage, args, rank, world):
     "Train a fresh tiny LLaMA at ZeRO `stage` (0 = data parallel) on this rank; returns (record, final weights)."
     accum = args.micro_batches // world
-    net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed)
+    net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed,
+                     head_dim=args.head_dim, qkv_has_bias=args.qkv_bias, qk_layernorm=args.qk_norm)
     broadcast_parameters(net.trainable_params(), world)
     cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, weight_decay=args.weight_decay)
     data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
