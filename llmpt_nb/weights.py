@@ -549,10 +549,10 @@ class _CkptSource:
 
 # %% ../nbs/07_weights.ipynb #25075cf0
 def load_ms_checkpoint(path, config=None, names=None, dtype=None):
-    "Our model from a MindSpore .ckpt (ours, a Trainer's, or MindFormers'); returns (net, MappingTable)."
+    "Our model from a MindSpore .ckpt or .safetensors (ours, a Trainer's, or MindFormers'); returns (net, MappingTable)."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
-    raw = ms.load_checkpoint(str(path))
+    raw = ms.load_checkpoint(str(path), format="safetensors" if path.suffix == ".safetensors" else "ckpt")
     strings = {k: v for k, v in raw.items() if isinstance(v, str)}
     tensors = {k: v for k, v in raw.items() if not isinstance(v, str)}
     arch_name, mc = _model_section(config)
