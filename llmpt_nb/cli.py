@@ -92,7 +92,7 @@ def add_generate(subparsers):
                  ("generation", "run_generate"), "Continue prompts with a trained model, with a KV cache. The settings "
                  "default to the run's generation section (the packaged config's for a .ckpt or Hugging Face folder).")
     p.add_argument("run", help="a run folder of llmpt pretrain (its newest healthy checkpoint), one of its .ckpt or .safetensors files, "
-                   "or a Hugging Face LLaMA folder with tokenizer.model")
+                   "or a Hugging Face LLaMA / Qwen folder with tokenizer.json or tokenizer.model")
     p.add_argument("--prompt", action="append", help="a prompt; repeat for several (default: generation.prompt)")
     p.add_argument("--prompts", help="a UTF-8 file, one prompt per line")
     for name, kind, text in [("max_new_tokens", int, "new tokens at most (it also stops at EOS and at seq_length)"),

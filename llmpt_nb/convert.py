@@ -25,8 +25,10 @@ def _tokenizer_files(src):
     folder = src if src.is_dir() else src.parent
     names = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "tokenizer.model"]
     found = [folder / n for n in names if (folder / n).is_file()]
-    run_tok = [folder.parent / "tokenizer" / n for n in ("tokenizer.json", "tokenizer.model")]   # a run's checkpoint/
-    return found or [p for p in run_tok if p.is_file()][:1]
+    run = folder.parent / "tokenizer"                # a run's checkpoint/ sits beside its tokenizer/
+    if found or not run.is_dir(): return found
+    if (run / "tokenizer.json").is_file(): return [run / n for n in names[:3] if (run / n).is_file()]
+    return [run / "tokenizer.model"] if (run / "tokenizer.model").is_file() else []
 
 CONVERT_FORMATS = (*FORMATS, "mindformers2")   # mindformers2: a Hugging Face folder as MindFormers 2.x loads it
 FOLDER_FORMATS = ("hf", "mindformers2")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor
-from .attention import rope_frequencies, apply_rope
+from .attention import rope_frequencies
 from .models.llama import DTYPES
 
 # %% ../nbs/10d_generate.ipynb #74efaa96
@@ -62,10 +62,8 @@ class KVCacheDecoder(nn.Cell):
         cos, sin = ops.gather(self.cos, pos, 0), ops.gather(self.sin, pos, 0)          # (1, 1, head_dim)
         x, ks, vs = model.embed_tokens(token).astype(self.dtype), [], []
         for i, layer in enumerate(model.layers):
-            att, h = layer.self_attn, layer.input_layernorm(x)
-            q = apply_rope(att.q_proj(h).reshape(b, 1, self.n_heads, self.head_dim), cos, sin, att.rot)
-            k = apply_rope(att.k_proj(h).reshape(b, 1, self.n_kv, self.head_dim), cos, sin, att.rot).swapaxes(1, 2)
-            v = att.v_proj(h).reshape(b, 1, self.n_kv, self.head_dim).swapaxes(1, 2)
+            att = layer.self_attn
+            q, k, v = att.project_qkv(layer.input_layernorm(x), cos, sin)   # (b, heads or kv_heads, 1, head_dim)
             ks.append(k_cache[i] * (1 - here) + k * here); vs.append(v_cache[i] * (1 - here) + v * here)
             group = (q * self.scale).reshape(b, self.n_kv, self.n_heads // self.n_kv, self.head_dim)   # heads per kv head
             weights = ops.softmax(self.scores(group, ks[-1]).astype(ms.float32) + hidden, axis=-1).astype(self.dtype)
@@ -108,7 +106,7 @@ class Generator:
     def __init__(self, net, tokenizer, cache=True):
         self.net, self.tok = net, tokenizer
         self.decoder = KVCacheDecoder(net) if cache else None
-        self.banned = [i for i in range(tokenizer.vocab_size) if tokenizer.sp.is_byte(i)]   # half a character
+        self.banned = tokenizer.byte_fallback_ids() + list(range(tokenizer.vocab_size, net.config.vocab_size))
 
     def generate(self, prompts, max_new_tokens=40, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0,
                  num_samples=1, seed=0):
@@ -119,32 +117,34 @@ class Generator:
                         banned=self.banned)
         out = []
         for prompt in prompts:
-            ids = self.tok.encode(prompt)
+            ids = self.tok.encode(prompt, add_bos=self.tok.add_bos)
             if len(ids) > self.net.config.seq_length:
                 raise ValueError(f"the prompt {prompt[:20]!r}... is {len(ids)} tokens; the model reads at most "
                                  f"seq_length={self.net.config.seq_length}: shorten it")
-            out.append([self.tok.decode(generate_ids(self.net, ids, max_new_tokens, self.tok.eos_id, self.tok.pad_id,
-                                                     seed + i, self.decoder, **settings)) for i in range(num_samples)])
+            out.append([self.tok.decode_continuation(ids, generate_ids(
+                self.net, ids, max_new_tokens, self.tok.eos_id, self.tok.pad_id, seed + i, self.decoder, **settings))
+                for i in range(num_samples)])
         return out
 
 # %% ../nbs/10d_generate.ipynb #128abf1c
 def load_generator(path, cache=True):
     """(`Generator`, the `generation` settings, the weights' path) for a run folder (its newest healthy checkpoint), one
-    of its .ckpt files, or a Hugging Face LLaMA folder with a SentencePiece tokenizer.model."""
+    of its .ckpt files, or a Hugging Face folder with its tokenizer.json or SentencePiece tokenizer.model."""
     from llmpt_nb.config import load_config
     from llmpt_nb.pipeline import checkpoint_tokenizer, model_at
     from llmpt_nb.tokenizer import load_tokenizer
     p = Path(path).expanduser()
     run = p if (p / "config.yaml").is_file() else p.parent.parent if (p.parent.parent / "config.yaml").is_file() else None
     net, _, weights = model_at(p, "path", healthy=True)
-    sp = checkpoint_tokenizer(weights)
-    if sp is None:
-        raise FileNotFoundError(f"no SentencePiece tokenizer.model comes with {weights}: generation needs the tokenizer "
-                                "the weights were trained with (a run folder's tokenizer/, or tokenizer.model beside them)")
-    gen = load_config(run / "config.yaml" if run else None).generation
+    cfg = load_config(run / "config.yaml" if run else None)
+    file = checkpoint_tokenizer(weights, cfg.processor.tokenizer.type if run else None)   # a run's own type
+    if file is None:
+        raise FileNotFoundError(f"no tokenizer comes with {weights}: generation needs the tokenizer the weights were "
+                                "trained with (a run folder's tokenizer/, or tokenizer.json or tokenizer.model beside them)")
+    gen = cfg.generation
     if gen.prompt is None and run and (run / "summary.json").is_file():     # the run's own sample started from it
         gen.prompt = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("prompt")
-    return Generator(net, load_tokenizer(sp), cache and gen.get("use_past", True)), gen, weights
+    return Generator(net, load_tokenizer(file), cache and gen.get("use_past", True)), gen, weights
 
 # %% ../nbs/10d_generate.ipynb #a3de0b64
 SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty")

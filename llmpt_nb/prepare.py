@@ -65,7 +65,7 @@ def ids_dtype(vocab_size):
 def _start_worker(model_file, cleaning):
     if multiprocessing.parent_process() is not None:
         os.nice(10)       # a worker yields the CPU to the main process and the writer: the pass waits on them, not on it
-    _WORKER.update(tok=Tokenizer(model_file) if model_file else None, cleaning=cleaning)
+    _WORKER.update(tok=load_tokenizer(model_file) if model_file else None, cleaning=cleaning)
     _watch_parent()
 
 def process_batch(batch):
@@ -167,23 +167,31 @@ def _train_docs(batches, heldout, keep=2000):
             if not held: yield text
             elif len(heldout) < keep: heldout.append(text)
 
-def copy_tokenizer(vocab_file, folder):
-    "The tokenizer of `vocab_file` (a .model file or a folder holding tokenizer.model), copied to `folder`/tokenizer.model."
-    tok, folder = load_tokenizer(vocab_file), Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)                  # the prepared data carries its tokenizer
-    if Path(tok.model_file).resolve() != (folder / 'tokenizer.model').resolve():
-        shutil.copyfile(tok.model_file, folder / 'tokenizer.model')
-    return Tokenizer(folder / 'tokenizer.model')
+def copy_tokenizer(vocab_file, folder, kind=None):
+    """The tokenizer of `vocab_file` (a SentencePiece .model, a Hugging Face tokenizer.json, or a folder holding one;
+    `kind` as chapter 01a's `load_tokenizer`), saved into `folder` (tokenizer.model, or tokenizer.json + its config)."""
+    tok = load_tokenizer(vocab_file, kind)
+    copy = load_tokenizer(tok.save(folder))                    # the prepared data carries its tokenizer
+    copy.model_vocab_size = tok.model_vocab_size               # the padded size of the model it came with, if any
+    return copy
+
+def _check_trainable(kind):
+    if kind == 'HFTokenizer':
+        raise ValueError("processor.tokenizer.type HFTokenizer loads a Hugging Face tokenizer.json, it does not train "
+                         "one: set processor.tokenizer.vocab_file to a tokenizer.json or its folder (or load_checkpoint "
+                         "to a Hugging Face model folder that has one)")
 
 def prepare_tokenizer(batches, folder, vocab_file=None, vocab_size=4500, character_coverage=0.9995,
-                      sample_documents=200_000, seed=42, say=print):
-    """The tokenizer in `folder`/tokenizer.model: `vocab_file`'s, or one trained on a seeded sample of at most
-    `sample_documents` training documents of the processed `batches` (workers without a tokenizer). Returns it, what it
-    was trained on (None for `vocab_file`), and its round trip on the first 2,000 held-out documents."""
+                      sample_documents=200_000, seed=42, say=print, kind=None):
+    """The tokenizer in `folder`: `vocab_file`'s (of type `kind`, None: either), or a SentencePiece model trained on a
+    seeded sample of at most `sample_documents` training documents of the processed `batches` (workers without a
+    tokenizer). Returns it, what it was trained on (None for `vocab_file`), and its round trip on the first 2,000
+    held-out documents."""
+    if not vocab_file: _check_trainable(kind)
     t0, heldout = time.perf_counter(), []
     texts, n = reservoir_sample(_train_docs(batches, heldout), 0 if vocab_file else sample_documents, seed)
     if vocab_file:
-        tok = copy_tokenizer(vocab_file, folder)
+        tok = copy_tokenizer(vocab_file, folder, kind)
         return tok, None, roundtrip_report(tok, heldout)
     if not texts: raise ValueError("no training documents to train the tokenizer on: add text or lower min_chars")
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
@@ -264,12 +272,13 @@ def _split_arrays(b, mask):
 def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_file=None, vocab_size=4500,
                    character_coverage=0.9995, sample_documents=200_000, text_field='text', max_documents=None,
                    min_chars=8, sensitive='keep', val_fraction=0.02, seed=42, shard_num=1, workers=None,
-                   batch_documents=1000, check_tokenizer=None, verbose=True):
-    """Corpus -> tokenizer -> train.mindrecord (`shard_num` files, a multiple of `shard_num` rows) and val.mindrecord in
+                   batch_documents=1000, check_tokenizer=None, verbose=True, tokenizer_type=None):
+    """Corpus -> tokenizer (`vocab_file`'s, of type `tokenizer_type`, or one trained) -> train.mindrecord (`shard_num` files, a multiple of `shard_num` rows) and val.mindrecord in
     `data_dir`, in one streaming pass (two when the tokenizer is trained), then `prepared.json`: what was done and
     measured. Memory is bounded by the batches in flight, not by the corpus. `check_tokenizer(tok)` may refuse the
     tokenizer before the data is written. Returns that record."""
     t0, say = time.perf_counter(), print if verbose else (lambda *a, **k: None)
+    if not vocab_file: _check_trainable(tokenizer_type)
     data_dir = Path(data_dir); data_dir.mkdir(parents=True, exist_ok=True)
     workers = default_workers(workers)
     if (data_dir / MANIFEST).exists(): (data_dir / MANIFEST).unlink()          # incomplete from here on
@@ -280,7 +289,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     total = _disk_bytes(files)
     raw = lambda bar=None: corpus_batches(corpus, text_field, max_documents, batch_documents, bar and bar.update)
     folder = Path(tokenizer_dir or data_dir / 'tokenizer')
-    if vocab_file: tok, sample = copy_tokenizer(vocab_file, folder), None
+    if vocab_file: tok, sample = copy_tokenizer(vocab_file, folder, tokenizer_type), None
     else: tok, sample, _ = prepare_tokenizer(stream_batches(raw(), None, cleaning, workers), folder, None, vocab_size,
                                              character_coverage, sample_documents, seed, say)
     if check_tokenizer: check_tokenizer(tok)

@@ -96,6 +96,35 @@ def test_cached_logits_equal_the_full_forward_pass_at_every_position():
     assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
 
 
+def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
+    "q/k/v biases (Qwen2) and per-head q/k norms (Qwen3) go through project_qkv in the cache too: float32 rounding only."
+    import llmpt_nb  # noqa: F401
+    import mindspore as ms
+    from mindspore import Tensor
+    from llmpt_nb.generation import KVCacheDecoder
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(2)
+    net = LlamaForCausalLM(LlamaConfig(vocab_size=300, seq_length=40, hidden_size=64, num_layers=2, num_heads=4,
+                                       n_kv_heads=2, head_dim=32, intermediate_size=96, initializer_range=0.2,
+                                       qkv_has_bias=True, qk_layernorm=True))
+    rng = np.random.default_rng(2)
+    moved = [p for p in net.trainable_params() if p.name.endswith(("bias", "_norm.weight"))]
+    for p in moved:                                      # zeros and ones at first: moved, so that a missing one shows
+        p.set_data(Tensor(p.asnumpy() + rng.normal(0, 0.3, p.shape).astype(np.float32)))
+    assert len(moved) == 2 * 5                           # per layer: q/k/v biases, q and k norms
+    ids = rng.integers(0, 300, 40).astype(np.int32)
+    full = net(Tensor(ids[None])).asnumpy()[0]
+    dec = KVCacheDecoder(net)
+    k, v = dec.empty_cache()
+    got = []
+    for pos, t in enumerate(ids):
+        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
+        got.append(logits.asnumpy()[0])
+    assert np.abs(np.array(got) - full).max() < 1e-4
+    assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
+
+
 @pytest.fixture(scope="module")
 def two_checkpoints(tmp_path_factory, env):
     out = tmp_path_factory.mktemp("export") / "run"
