@@ -42,7 +42,7 @@ class Tokenizer:
 
     def __len__(self): return self.vocab_size
     def __repr__(self):
-        return (f"Tokenizer({Path(self.model_file).name!r}, vocab_size={self.vocab_size}, unk={self.unk_id}, "
+        return (f"{type(self).__name__}({Path(self.model_file).name!r}, vocab_size={self.vocab_size}, unk={self.unk_id}, "
                 f"bos={self.bos_id}, eos={self.eos_id}, pad={self.pad_id})")
 
 # %% ../nbs/01a_tokenizer.ipynb #6a0acbf5
@@ -193,10 +193,7 @@ class HFTokenizer:
         config = folder / 'config.json'
         self.model_vocab_size = json.loads(config.read_text(encoding='utf-8')).get('vocab_size') if config.is_file() else None
 
-    def __len__(self): return self.vocab_size
-    def __repr__(self):
-        return (f"HFTokenizer({Path(self.model_file).name!r}, vocab_size={self.vocab_size}, unk={self.unk_id}, "
-                f"bos={self.bos_id}, eos={self.eos_id}, pad={self.pad_id})")
+    __len__, __repr__ = Tokenizer.__len__, Tokenizer.__repr__     # the same size and summary as a SentencePiece one
 
 # %% ../nbs/01a_tokenizer.ipynb #e54c92da
 @patch

@@ -72,13 +72,26 @@ def test_bad_inputs_get_one_sentence(run_dir, tmp_path, env):
         assert needle in r.stderr, (needle, r.stderr[-2000:])
 
 
+def cached_logits(net, ids):
+    "Logits of each position of `ids`, one token at a time through the KV-cache decoder."
+    import mindspore as ms
+    from mindspore import Tensor
+    from llmpt_nb.generation import KVCacheDecoder
+    dec = KVCacheDecoder(net)
+    k, v = dec.empty_cache()
+    got = []
+    for pos, t in enumerate(ids):
+        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
+        got.append(logits.asnumpy()[0])
+    return got
+
+
 def test_cached_logits_equal_the_full_forward_pass_at_every_position():
     "The packaged default's shape (GQA 4/2 heads, RoPE), random weights, all 128 positions: float32 rounding only."
     import llmpt_nb  # noqa: F401
     import mindspore as ms
     from mindspore import Tensor
     from llmpt_nb.config import load_config
-    from llmpt_nb.generation import KVCacheDecoder
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(1)
@@ -86,12 +99,7 @@ def test_cached_logits_equal_the_full_forward_pass_at_every_position():
     net = LlamaForCausalLM(LlamaConfig.from_dict({**mc, "initializer_range": 0.1}))
     ids = np.random.default_rng(1).integers(0, mc.vocab_size, mc.seq_length).astype(np.int32)
     full = net(Tensor(ids[None])).asnumpy()[0]
-    dec = KVCacheDecoder(net)
-    k, v = dec.empty_cache()
-    got = []
-    for pos, t in enumerate(ids):
-        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
-        got.append(logits.asnumpy()[0])
+    got = cached_logits(net, ids)
     assert np.abs(np.array(got) - full).max() < 1e-4
     assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
 
@@ -101,7 +109,6 @@ def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
     import llmpt_nb  # noqa: F401
     import mindspore as ms
     from mindspore import Tensor
-    from llmpt_nb.generation import KVCacheDecoder
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     ms.set_context(mode=ms.GRAPH_MODE)
     ms.set_seed(2)
@@ -115,12 +122,7 @@ def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
     assert len(moved) == 2 * 5                           # per layer: q/k/v biases, q and k norms
     ids = rng.integers(0, 300, 40).astype(np.int32)
     full = net(Tensor(ids[None])).asnumpy()[0]
-    dec = KVCacheDecoder(net)
-    k, v = dec.empty_cache()
-    got = []
-    for pos, t in enumerate(ids):
-        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
-        got.append(logits.asnumpy()[0])
+    got = cached_logits(net, ids)
     assert np.abs(np.array(got) - full).max() < 1e-4
     assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
 
