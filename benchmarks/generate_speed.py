@@ -1,10 +1,13 @@
-"""Generation speed with and without the KV cache (chapter 10d), beside Hugging Face transformers' `generate` with and
-without its cache on the identical model: the packaged default's LLaMA shape with random weights (seeded) at several
-`seq_length`s, exported by chapter 07's `export_hf` and loaded by transformers, greedy decoding of 64 new tokens after
-an 8-token prompt, in one process, best of 3. Without a cache llmpt_nb runs the model over all `seq_length` positions
-per token (one shape, one graph), transformers over the text so far. Also: how many greedy tokens both agree on.
+"""Generation speed beside Hugging Face transformers' `generate(use_cache=True)` on identical weights (chapter 10d): the
+trained running example (the packaged default's shape) and a SmolLM2-135M-shaped LLaMA (30 layers, hidden 576, 9
+query heads over 3 kv heads, vocabulary 49,152, tied embeddings) with random weights from its config, exported by
+chapter 07's `export_hf` and loaded by transformers. Greedy, a prompt of 32 random tokens per row, 64 new tokens, batch
+1 and 8, in one process, best of 3 after a run that compiles. Timed per call: the time to the first tokens (the prompt's
+call, prefill) and the decode rate (new tokens of all rows per second over the calls after it); transformers' calls
+are timed the same way, by a logits processor that notes the time it is called. Also checked: the greedy tokens of
+both, and the cached logits against the full forward pass.
 
-    python benchmarks/generate_speed.py [--seq 128 512 1024] [--new 64]
+    python benchmarks/generate_speed.py [--models default smollm2] [--batch 1 8] [--prompt 32] [--new 64]
 """
 import argparse, json, sys, tempfile, time
 from pathlib import Path
@@ -13,56 +16,76 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import describe
 
+SMOLLM2_135M = dict(vocab_size=49152, seq_length=2048, hidden_size=576, num_layers=30, num_heads=9, n_kv_heads=3,
+                    intermediate_size=1536, rope_theta=100000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
 
-def best(fn, repeats=3):
-    fn()                                             # compile / warm up
-    times = []
+
+def timed_calls(fn, repeats=3):
+    "Best (decode tokens/s, time to first tokens, ids) of `repeats` runs of fn() -> (ids, call times), after one warm-up."
+    fn()
+    best = None
     for _ in range(repeats):
-        t = time.perf_counter(); out = fn(); times.append(time.perf_counter() - t)
-    return min(times), out
+        ids, t = fn()
+        rate, first = ids.shape[0] * (len(t) - 2) / (t[-1] - t[1]), t[1] - t[0]
+        if best is None or rate > best[0]: best = (rate, first, ids)
+    return best
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seq", type=int, nargs="+", default=[128, 512, 1024]); ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--models", nargs="+", default=["default", "smollm2"])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--prompt", type=int, default=32); ap.add_argument("--new", type=int, default=64)
     a = ap.parse_args()
     import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     import torch
+    from mindspore import Tensor
     from llmpt_nb.config import load_config
-    from llmpt_nb.generation import KVCacheDecoder, generate_ids
+    from llmpt_nb.generation import KVCacheDecoder, RUNNING_EXAMPLE, load_generator
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     from llmpt_nb.trainer import set_context
     from llmpt_nb.weights import export_hf, hf_model
     torch.set_num_threads(2)
-    cfg = load_config()
-    set_context(cfg.context, 0)
-    prompt = np.random.default_rng(0).integers(3, cfg.model.model_config.vocab_size, 8).tolist()
+    set_context(load_config().context, 0)
     print(describe())
-    rows, n = [], a.new
-    for seq in a.seq:
-        net = LlamaForCausalLM(LlamaConfig.from_dict({**cfg.model.model_config, "seq_length": seq}))
+    P, N, rows = a.prompt, a.new, []
+    for name in a.models:
+        net = (load_generator(RUNNING_EXAMPLE)[0].net if name == "default" else
+               LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M)))
         folder = Path(tempfile.mkdtemp()) / "hf"
         export_hf(net, folder)
-        hf, decoder, mc = hf_model(folder).eval(), KVCacheDecoder(net), net.config
-        if seq == a.seq[0]:
-            print(f"model: the packaged default's shape ({mc.num_layers} layers, hidden {mc.hidden_size}, {mc.num_heads}/"
-                  f"{mc.n_kv_heads} heads, vocabulary {mc.vocab_size}), random weights; greedy, {n} new tokens after 8")
-        ours = lambda cache: generate_ids(net, prompt, n, temperature=0, decoder=decoder if cache else None)
-        def theirs(cache):
-            with torch.no_grad():
-                out = hf.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                  use_cache=cache, pad_token_id=0)
-            return out[0, len(prompt):].tolist()
-        (t_c, ids_c), (t_u, ids_u) = best(lambda: ours(True)), best(lambda: ours(False))
-        (h_c, hf_c), (h_u, _) = best(lambda: theirs(True)), best(lambda: theirs(False))
-        agree = next((i for i, (x, y) in enumerate(zip(ids_c, hf_c)) if x != y), min(len(ids_c), len(hf_c)))
-        row = dict(seq_length=seq, new_tokens=n, ours_cache=n / t_c, ours_no_cache=n / t_u, hf_cache=n / h_c,
-                   hf_no_cache=n / h_u, ours_cache_equals_no_cache=ids_c == ids_u, greedy_tokens_equal_to_hf=agree)
-        rows.append(row)
-        print(f"seq_length {seq:5d}: llmpt_nb {row['ours_cache']:5.0f} tok/s with the cache, {row['ours_no_cache']:5.0f} "
-              f"without ({row['ours_cache'] / row['ours_no_cache']:.1f}x); transformers {row['hf_cache']:5.0f} with, "
-              f"{row['hf_no_cache']:5.0f} without; cache = no cache: {ids_c == ids_u}; greedy tokens equal to "
-              f"transformers' for the first {agree} of {n}")
+        hf, c = hf_model(folder).eval(), net.config
+        print(f"{name}: {c.num_layers} layers, hidden {c.hidden_size}, {c.num_heads}/{c.n_kv_heads} heads, vocabulary "
+              f"{c.vocab_size}; {'the trained running example' if name == 'default' else 'random weights'}")
+        ids = np.random.default_rng(0).integers(3, c.vocab_size, P + N).astype(np.int32)   # cached vs full logits
+        one, full = KVCacheDecoder(net, 1, P + N), net(Tensor(ids[None])).asnumpy()[0]
+        got = [one.step(ids[None, :P], 0, [0])[0]] + [one.step(ids[None, [i]], i, [0])[0] for i in range(P, P + N)]
+        logit_diff = float(np.abs(np.array(got) - full[P - 1:]).max() / np.abs(full).max())
+        for b in a.batch:
+            prompts = np.random.default_rng(b).integers(3, c.vocab_size, (b, P)).astype(np.int32)
+            dec = KVCacheDecoder(net, b, P + N)
+            def ours():
+                t, out = [time.perf_counter()], []
+                logits = dec.step(prompts, 0, np.zeros(b, int)); t.append(time.perf_counter())
+                for j in range(N):
+                    out.append(logits.argmax(-1)[:, None])
+                    if j < N - 1: logits = dec.step(out[-1], P + j, np.zeros(b, int)); t.append(time.perf_counter())
+                return np.concatenate(out, 1), t
+            def theirs():
+                t = [time.perf_counter()]
+                clock = lambda ids, scores: (t.append(time.perf_counter()), scores)[1]
+                with torch.no_grad():
+                    out = hf.generate(torch.tensor(prompts, dtype=torch.long), max_new_tokens=N, min_new_tokens=N,
+                                      do_sample=False, use_cache=True, pad_token_id=0, logits_processor=[clock])
+                return out[:, P:].numpy(), t
+            (r_o, f_o, i_o), (r_t, f_t, i_t) = timed_calls(ours), timed_calls(theirs)
+            row = dict(model=name, batch=b, prompt=P, new_tokens=N, ours_decode_tokens_per_s=r_o, ours_first_token_s=f_o,
+                       hf_decode_tokens_per_s=r_t, hf_first_token_s=f_t, decode_ratio=r_o / r_t,
+                       greedy_tokens_equal=float((i_o == i_t).mean()), cached_vs_full_relative=logit_diff)
+            rows.append(row)
+            print(f"  batch {b}: llmpt_nb {r_o:7.0f} tokens/s after {f_o * 1e3:5.0f} ms; transformers {r_t:7.0f} tokens/s "
+                  f"after {f_t * 1e3:5.0f} ms: {r_o / r_t:.2f}x; greedy tokens equal {row['greedy_tokens_equal']:.0%}; "
+                  f"cached vs full logits {logit_diff:.1e} (relative)")
     out = Path(__file__).parent / "results" / "generate_speed.json"
     out.write_text(json.dumps(dict(machine=describe(), rows=rows), indent=1) + "\n")
     print(f"wrote {out}")

@@ -3,9 +3,10 @@
 The notebooks in nbs/ are the only source of the site, rendered with the outputs they store (never executed).
 These hooks add what mkdocs-jupyter does not do by itself:
 
-1. **Navigation from the folder**: index first, then every chapter (a notebook whose name starts with a digit) in
-   name order, then the glossary and "Coming from MindFormers", then any other notebook. A new chapter needs no
-   config edit. A `nav:` written in mkdocs.yml takes precedence.
+1. **Navigation from the folder**: index first, then the chapters (notebooks whose name starts with a digit) in name
+   order, in two sections as the index groups them: "Chapters", the lessons read in order, and "Reference", the
+   chapters the index lists under its `### Reference` heading; then the glossary and "Coming from MindFormers", then
+   any other notebook. A new chapter needs no config edit. A `nav:` written in mkdocs.yml takes precedence.
 2. **Widgets as static outputs**: a live training view (an ipywidgets VBox of an HTML line and an Output holding
    the loss plot) is stored in the notebook's widget state, which a browser can only draw by downloading the
    widget JavaScript. Each widget output is replaced by what its state holds (HTML, a progress bar, the Output's
@@ -31,6 +32,8 @@ from pathlib import Path
 
 CHAPTER = re.compile(r"^\d")
 GUIDES = ("glossary.ipynb", "from_mindformers.ipynb")
+READING_ORDER, REFERENCE = "## Reading order", "### Reference"
+NOTEBOOK_LINK = re.compile(r"\]\(([\w.-]+\.ipynb)\)")
 _staged = {"dir": None}
 
 
@@ -48,13 +51,29 @@ def notebook_title(path):
     return None
 
 
+def reference_chapters(docs_dir):
+    """The notebooks the index links under the `### Reference` heading of its "Reading order" section (chapters looked
+    up when a lesson points to them, not read in line), in their order; none without an index or such a heading."""
+    index = Path(docs_dir) / "index.ipynb"
+    if not index.is_file(): return []
+    cells = json.loads(index.read_text(encoding="utf-8"))["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    if READING_ORDER not in text: return []
+    section = text.split(READING_ORDER, 1)[1].split("\n## ", 1)[0]
+    return NOTEBOOK_LINK.findall(section.split(REFERENCE, 1)[1]) if REFERENCE in section else []
+
+
 def build_nav(docs_dir):
-    "MkDocs `nav`: index, the chapters in name order (titled 'NN title'), the guides, then any other notebook."
+    """MkDocs `nav`: index, the lessons ("Chapters") and the reference chapters ("Reference"), each in name order and
+    titled 'NN title', the guides, then any other notebook."""
     names = page_notebooks(docs_dir)
     title = lambda n: notebook_title(Path(docs_dir) / n) or n[:-6]
+    entry = lambda n: {f"{n.split('_')[0]} {title(n)}": n}
     chapters = [n for n in names if CHAPTER.match(n)]
+    reference = set(reference_chapters(docs_dir)) & set(chapters)
     nav = [{"Home": "index.ipynb"}] if "index.ipynb" in names else []
-    nav.append({"Chapters": [{f"{n.split('_')[0]} {title(n)}": n} for n in chapters]})
+    nav.append({"Chapters": [entry(n) for n in chapters if n not in reference]})
+    if reference: nav.append({"Reference": [entry(n) for n in chapters if n in reference]})
     nav += [{title(n): n} for n in GUIDES if n in names]
     nav += [{title(n): n} for n in names if n not in chapters and n not in GUIDES and n != "index.ipynb"]
     return nav

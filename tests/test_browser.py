@@ -5,7 +5,9 @@
    by the cells that store them;
 2. `pretrain(..., live=True)` redraws its loss plot while it trains and leaves exactly one figure behind;
 3. the docs site (mkdocs build) lists the chapters on its index page, and chapter 00a's page shows the heatmap;
-   both pages load their stylesheets, with no broken image and no console error of the site.
+   both pages load their stylesheets, with no broken image and no console error of the site;
+4. on every page with figures no image is wider than its column, and the figures drawn for the column (the attention
+   heads of chapter 10, the packing diagram of chapter 02, ...) are shown at the size they were drawn, not shrunk.
 A notebook that warns, writes to stderr and raises on purpose shows that the output checks can fail.
 
 Part of the default `python -m pytest` (about 1.5 min on 2 cores); `python -m pytest -m browser` runs only these.
@@ -459,3 +461,77 @@ def test_docs_site_reads_offline(browser, site_url, evidence, stem):
     assert all(ws == "pre" for ws in page["indented"]), f"{stem}: code lines wrap and lose their indentation"
     if stem == "00a_attention":
         assert page["math"] > 0 and not page["rawTeX"], f"formulas left as TeX: {page['rawTeX']}"
+
+
+FIGURES_JS = """
+const art = document.querySelector('article.md-content__inner'), edge = art.getBoundingClientRect().right;
+const content = e => { const st = getComputedStyle(e); return e.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight); };
+return Array.from(art.querySelectorAll('img')).filter(i => i.complete && i.naturalWidth > 0).map(i => ({
+  tail: (i.getAttribute('src') || '').replace(/\\s/g, '').slice(-200), natural: i.naturalWidth,
+  shown: i.getBoundingClientRect().width, column: content(i.parentElement), right: i.getBoundingClientRect().right, edge: edge}));
+"""
+
+# a figure 1,000 px wide, in an output cell of the page: as the site shows it (shrunk to the column), and with the
+# site's `max-width` taken off (wider than the column)
+WIDE_JS = """
+const done = arguments[arguments.length - 1], out = document.querySelector('article.md-content__inner .jp-RenderedImage');
+const c = document.createElement('canvas'); c.width = 1000; c.height = 20;
+const shrunk = new Image(), wide = new Image();
+wide.style.maxWidth = 'none'; shrunk.id = 'shrunk-on-purpose'; wide.id = 'wide-on-purpose';
+let left = 2; const loaded = () => { if (--left === 0) done(true); };
+for (const im of [shrunk, wide]) { im.onload = loaded; im.src = c.toDataURL(); out.appendChild(im); }
+"""
+
+# (chapter, a line of the cell that draws the figure): figures drawn no wider than the column (at most 6.4 in at 100 dpi)
+DRAWN_FOR_THE_COLUMN = [("02_data", "ax.set_title('打包与标签错位"), ("05_train", "title=\"学习率 learning rate"),
+                        ("10_pretrain", "def attention_maps(net, ids, layer):"), ("11a_domain_task", "accuracy per seed"),
+                        ("12a_troubleshooting", "title='损失缩放 loss scale'"), ("12a_troubleshooting", "梯度范数 gradient norm")]
+
+
+def stored_figures(stem):
+    "(the source of the cell, the base64 PNG) of every figure a chapter stores."
+    cells = json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return [("".join(c["source"]), o["data"]["image/png"].replace("\n", "")) for c in cells for o in c.get("outputs", [])
+            if "image/png" in o.get("data", {})]
+
+
+def too_wide(images):
+    "Images wider than their column, or running past the article's right edge."
+    return [(round(i["shown"]), round(i["column"])) for i in images if i["shown"] > i["column"] + 1 or i["right"] > i["edge"] + 1]
+
+
+def not_drawn_for_the_column(image):
+    "An image the browser had to shrink: drawn wider than its column, so its text is smaller than it was drawn."
+    return image["natural"] > image["column"] + 1 or abs(image["shown"] - image["natural"]) > 1
+
+
+def test_figures_fit_their_column(browser, site_url, evidence):
+    pages = sorted(p.stem for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")) and stored_figures(p.stem))
+    wide, shrunk, found = {}, [], []
+    with keep_evidence(browser, evidence, "docs_figure_widths"):
+        for stem in pages:
+            browser.get(f"{site_url}/{stem}.html")
+            wait(browser, 120, lambda d: d.execute_script("return document.readyState") == "complete")
+            images = browser.execute_script(FIGURES_JS)
+            assert len(images) >= len(stored_figures(stem)), f"{stem}: {len(images)} images shown, {len(stored_figures(stem))} stored"
+            if too_wide(images): wide[stem] = too_wide(images)
+            for chapter, line in DRAWN_FOR_THE_COLUMN:
+                if chapter != stem: continue
+                png = next(png for src, png in stored_figures(stem) if line in src)
+                image = next((i for i in images if png.endswith(i["tail"])), None)
+                assert image, f"{stem}: the figure of the cell with {line!r} is not on the page"
+                found.append(chapter)
+                if not_drawn_for_the_column(image):
+                    shrunk.append((chapter, line, f"drawn {image['natural']} px wide, shown at {image['shown']:.0f} px in a "
+                                                  f"column of {image['column']:.0f} px"))
+        # the checks are not blind: on the last page, a figure wider than the column, shown as the site shows it and
+        # with its max-width taken off
+        assert browser.execute_async_script(WIDE_JS)
+        images = browser.execute_script(FIGURES_JS)
+        on_purpose = [i for i in images if i["natural"] == 1000]
+        assert len(on_purpose) == 2 and all(not_drawn_for_the_column(i) for i in on_purpose), on_purpose
+        assert len(too_wide(on_purpose)) == 1, on_purpose
+    assert sorted(found) == sorted(c for c, _ in DRAWN_FOR_THE_COLUMN), found
+    assert not wide, f"images wider than their column (shown px, column px): {wide}"
+    assert not shrunk, (f"figures drawn wider than the docs column, so the site shrinks them and their labels: {shrunk}; "
+                        "draw them at most 6.4 in wide at 100 dpi")

@@ -6,6 +6,8 @@ from conftest import ROOT
 PAGES = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 CHAPTERS = [p for p in PAGES if p.name[0].isdigit()]
 GUIDES = ["glossary", "from_mindformers"]
+REFERENCE = ["04a_import_config", "06a_testing", "10a_cli", "10b_api"]   # the index's `### Reference` chapters
+LESSONS = [p for p in CHAPTERS if p.stem not in REFERENCE]
 
 
 def _hooks():
@@ -72,14 +74,31 @@ def test_table_of_contents_links_resolve(site):
     assert "Training: runner_config, optimizer, lr_schedule, runner_wrapper" in toc
 
 
-def test_navigation_order(site):
-    "Index, then every chapter in name order, then the glossary and 'Coming from MindFormers'."
+def primary_nav(site):
     html = (site / "glossary.html").read_text(encoding="utf-8")
-    nav = html[html.index('md-nav--primary'):]
-    order = [f"{s}.html" for s in ["index"] + [p.stem for p in CHAPTERS] + GUIDES]
+    return html[html.index('md-nav--primary'):]
+
+
+def test_navigation_order(site):
+    "Index, the lessons in name order, the reference chapters in name order, then the glossary and 'Coming from MindFormers'."
+    nav = primary_nav(site)
+    order = [f"{s}.html" for s in ["index"] + [p.stem for p in LESSONS] + REFERENCE + GUIDES]
     positions = [nav.find(f'href="{h}"') for h in order]
     assert -1 not in positions, dict(zip(order, positions))
     assert positions == sorted(positions), dict(zip(order, positions))
+
+
+def test_navigation_groups_reference_chapters(site):
+    "The site's navigation has a 'Chapters' section of lessons and a 'Reference' section holding exactly the reference chapters."
+    nav = primary_nav(site)
+    label = lambda name: re.search(r">\s*" + name + r"\s*<", nav)
+    chapters, reference = label("Chapters"), label("Reference")
+    assert chapters and reference and chapters.start() < reference.start(), "no 'Chapters' and 'Reference' sections in order"
+    end = min(nav.find(f'href="{g}.html"') for g in GUIDES)
+    in_reference = {s for s in re.findall(r'href="(\d[\w]*)\.html"', nav[reference.start():end])}
+    in_chapters = {s for s in re.findall(r'href="(\d[\w]*)\.html"', nav[chapters.start():reference.start()])}
+    assert in_reference == set(REFERENCE), in_reference ^ set(REFERENCE)
+    assert in_chapters == {p.stem for p in LESSONS}, in_chapters ^ {p.stem for p in LESSONS}
 
 
 @pytest.mark.parametrize("stem", ["00a_attention", "02b_baseline", "10_pretrain"])
@@ -135,12 +154,20 @@ def test_flatten_widgets_unit():
 def test_nav_picks_up_new_chapters(tmp_path):
     hooks = _hooks()
     for name, title in [("index", "Home"), ("12a_troubleshooting", "Troubleshooting"), ("01a_tokenizer", "Tokenizer"),
-                        ("glossary", "Glossary"), ("from_mindformers", "Coming from MindFormers"), ("_draft", "x")]:
+                        ("04a_import", "Import"), ("glossary", "Glossary"), ("from_mindformers", "Coming from MindFormers"),
+                        ("_draft", "x")]:
         (tmp_path / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": [f"# {title}\n"]}]}))
-    assert hooks.build_nav(tmp_path) == [
-        {"Home": "index.ipynb"},
-        {"Chapters": [{"01a Tokenizer": "01a_tokenizer.ipynb"}, {"12a Troubleshooting": "12a_troubleshooting.ipynb"}]},
-        {"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
+    chapters = [{"01a Tokenizer": "01a_tokenizer.ipynb"}, {"04a Import": "04a_import.ipynb"},
+                {"12a Troubleshooting": "12a_troubleshooting.ipynb"}]
+    guides = [{"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
+    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, {"Chapters": chapters}] + guides
+    # the index lists 04a under `### Reference` in its reading order: the navigation groups it apart from the lessons
+    index = ["# Home\n", "## Reading order\n", "| [01a](01a_tokenizer.ipynb) |\n| [12a](12a_troubleshooting.ipynb) |\n",
+             "### Reference\n", "| [04a](04a_import.ipynb) |\n", "## More pages\n", "[Glossary](glossary.ipynb)\n"]
+    (tmp_path / "index.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": index}]}))
+    assert hooks.reference_chapters(tmp_path) == ["04a_import.ipynb"]
+    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, {"Chapters": [chapters[0], chapters[2]]},
+                                         {"Reference": [chapters[1]]}] + guides
 
 
 def solution_cells(nb_path):

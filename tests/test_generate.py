@@ -72,18 +72,11 @@ def test_bad_inputs_get_one_sentence(run_dir, tmp_path, env):
         assert needle in r.stderr, (needle, r.stderr[-2000:])
 
 
-def cached_logits(net, ids):
-    "Logits of each position of `ids`, one token at a time through the KV-cache decoder."
-    import mindspore as ms
-    from mindspore import Tensor
+def cached_logits(net, ids, prefill=1):
+    "Logits of positions prefill-1 .. of `ids`: the first `prefill` tokens in one call, then one token per call."
     from llmpt_nb.generation import KVCacheDecoder
-    dec = KVCacheDecoder(net)
-    k, v = dec.empty_cache()
-    got = []
-    for pos, t in enumerate(ids):
-        logits, k, v = dec(Tensor([[t]], ms.int32), Tensor([pos], ms.int32), k, v)
-        got.append(logits.asnumpy()[0])
-    return got
+    dec, ids = KVCacheDecoder(net), np.asarray(ids, np.int32)
+    return [dec.step(ids[None, :prefill], 0, [0])[0]] + [dec.step(ids[None, [p]], p, [0])[0] for p in range(prefill, len(ids))]
 
 
 def test_cached_logits_equal_the_full_forward_pass_at_every_position():
@@ -102,6 +95,8 @@ def test_cached_logits_equal_the_full_forward_pass_at_every_position():
     got = cached_logits(net, ids)
     assert np.abs(np.array(got) - full).max() < 1e-4
     assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
+    got = cached_logits(net, ids, prefill=45)            # a prompt that is not a whole bucket
+    assert np.abs(np.array(got) - full[44:]).max() < 1e-4
 
 
 def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
@@ -122,9 +117,48 @@ def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
     assert len(moved) == 2 * 5                           # per layer: q/k/v biases, q and k norms
     ids = rng.integers(0, 300, 40).astype(np.int32)
     full = net(Tensor(ids[None])).asnumpy()[0]
-    got = cached_logits(net, ids)
-    assert np.abs(np.array(got) - full).max() < 1e-4
-    assert (np.argmax(got, 1) == np.argmax(full, 1)).all()
+    got = cached_logits(net, ids, prefill=7)
+    assert np.abs(np.array(got) - full[6:]).max() < 1e-4
+    assert (np.argmax(got, 1) == np.argmax(full[6:], 1)).all()
+
+
+def test_prompts_decoded_together_get_what_each_gets_alone():
+    """Rows of one batch, left-padded: the greedy tokens and the sampled ones (row i's own seed) of each prompt alone,
+    also when a row ends at EOS or at seq_length before the others."""
+    import llmpt_nb  # noqa: F401
+    import mindspore as ms
+    from llmpt_nb.generation import KVCacheDecoder, generate_batch, generate_ids
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    ms.set_context(mode=ms.GRAPH_MODE)
+    ms.set_seed(3)
+    net = LlamaForCausalLM(LlamaConfig(vocab_size=200, seq_length=48, hidden_size=64, num_layers=2, num_heads=4,
+                                       n_kv_heads=2, intermediate_size=96, initializer_range=0.2))
+    rng = np.random.default_rng(3)
+    prompts = [rng.integers(3, 200, n).tolist() for n in (5, 17, 1, 40)]        # the last reaches seq_length first
+    with pytest.raises(ValueError, match="need 68 cache slots, the decoder has 64"):    # 48 + 20 new; 48 + 16
+        generate_batch(net, prompts, KVCacheDecoder(net, batch=4, bucket=16), 20)
+    dec = KVCacheDecoder(net, batch=5, slots=68, bucket=16)                     # one row more than prompts
+    for settings in (dict(temperature=0), dict(temperature=1.0, top_k=0)):
+        together = generate_batch(net, prompts, dec, 20, seeds=[7, 8, 9, 10], **settings)
+        alone = [generate_ids(net, p, 20, seed=s, **settings) for p, s in zip(prompts, (7, 8, 9, 10))]
+        assert together == alone, settings
+        assert [len(x) for x in together] == [20, 20, 20, 8]
+    eos = together[1][3]                                                        # row 1 stops at its 4th token
+    assert generate_batch(net, prompts, dec, 20, eos_id=eos, seeds=[7, 8, 9, 10], temperature=1.0, top_k=0)[1] == \
+        together[1][:together[1].index(eos)]
+    with pytest.raises(ValueError, match="decoder of 5 rows"):
+        generate_batch(net, prompts * 2, dec, 4)
+
+
+def test_generate_prompts_file_in_batches_with_verbose_timing(run_dir, tmp_path, env):
+    "`--prompts FILE --batch_size 2`: 3 prompts in two batches, the texts of one at a time, timing on stderr."
+    (tmp_path / "p.txt").write_text("中国\n北京大学\n\n人民日报社论：坚持改革开放\n", encoding="utf-8")
+    batched = llmpt("generate", run_dir, "--greedy", "--prompts", tmp_path / "p.txt", "--batch_size", "2", "--verbose", env=env)
+    single = llmpt("generate", run_dir, "--greedy", "--prompts", tmp_path / "p.txt", "--batch_size", "1", env=env)
+    assert batched.returncode == 0, batched.stderr[-3000:]
+    assert batched.stdout == single.stdout and len(batched.stdout.splitlines()) == 3
+    timing = [l for l in batched.stderr.splitlines() if "tokens/s" in l]
+    assert [l.split()[0] for l in timing] == ["2", "1"] and all("first tokens after" in l for l in timing), batched.stderr
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ def test_llmpt_generate_writes_transformers_greedy_tokens(hf_dir, prompts, tmp_p
     # the ids themselves, in this process: the command's own generator, with and without the cache
     from llmpt_nb.generation import load_generator, generate_ids
     gen, _, _ = load_generator(hf_dir)
-    for cache in (gen.decoder, None):
+    for cache in (gen.decoder(1), None):
         got = [generate_ids(gen.net, tok.encode(p), 32, tok.eos_id, tok.pad_id, decoder=cache, temperature=0,
                             banned=gen.banned) for p in prompts]
         assert got == expected, (got, expected)

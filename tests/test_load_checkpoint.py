@@ -7,7 +7,7 @@ from conftest import ROOT
 from test_cli import llmpt
 
 
-@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+@pytest.mark.parametrize("fmt", [pytest.param("ckpt", marks=pytest.mark.slow), "safetensors"])  # .ckpt: the same code
 def test_new_run_starts_from_a_checkpoint(tmp_path, env, fmt):
     "From a training checkpoint of either format (checkpoint.format), or from its run folder."
     base, warm = tmp_path / "base", tmp_path / "warm"
