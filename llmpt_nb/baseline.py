@@ -13,8 +13,8 @@ import numpy as np
 # %% auto #0
 __all__ = ['LAMBDAS', 'DENSE_PAIRS', 'doc_pairs', 'Unigram', 'fit_unigram', 'Bigram', 'pair_counts', 'count_bigrams',
            'tuning_documents', 'best_lambda', 'choose_lambda', 'fit_bigram', 'BaselineScore', 'bits_per_char',
-           'score_counts', 'score', 'PairCounts', 'flat_pairs', 'Baselines', 'BaselineCounter', 'counting_baselines',
-           'tokenizer_baselines', 'format_baselines']
+           'score_counts', 'score', 'merge_counts', 'PairCounts', 'flat_pairs', 'Baselines', 'BaselineCounter',
+           'counting_baselines', 'tokenizer_baselines', 'format_baselines']
 
 # %% ../nbs/02b_baseline.ipynb #15ba2bdd
 def doc_pairs(docs, vocab_size, eos_id):
@@ -157,13 +157,25 @@ def score(model, docs, chars, eos_id):
 # %% ../nbs/02b_baseline.ipynb #ddd42fba
 DENSE_PAIRS = 1 << 25      # vocabularies up to 5,792 pieces: a dense table of V * V counts (at most 256 MB) when large
 
+def merge_counts(codes, counts, new_codes, new_counts):
+    """Sorted distinct `codes` with their `counts`, and as many new ones: codes already there are counted in place and
+    the others inserted in order, so at most one copy of the arrays is made, whatever their size."""
+    at = np.searchsorted(codes, new_codes)
+    seen = at < len(codes)
+    seen[seen] = codes[at[seen]] == new_codes[seen]
+    new_codes, new_counts = new_codes.astype(codes.dtype), new_counts.astype(counts.dtype)
+    counts[at[seen]] += new_counts[seen]
+    return np.insert(codes, at[~seen], new_codes[~seen]), np.insert(counts, at[~seen], new_counts[~seen])
+
 class PairCounts:
     """How often each (context, target) pair occurs, added batch by batch, as sorted codes context * vocab_size + target
     and their counts. New codes wait in a bounded buffer and are merged into the counts, kept sparse (memory grows with
-    the distinct pairs) until `dense_after` pairs were added, then, for a vocabulary small enough, in one dense table."""
+    the distinct pairs, 8 bytes each while codes and counts fit in 32 bits) until `dense_after` pairs were added, then, for
+    a vocabulary small enough, in one dense table."""
     def __init__(self, vocab_size, buffer=1 << 22, dense_after=1 << 22):
         self.vocab_size, self.buffer, self.dense_after, self.total = vocab_size, buffer, dense_after, 0
-        self._codes, self._counts, self._dense = np.empty(0, np.int64), np.empty(0, np.int64), None
+        codes = np.int32 if vocab_size ** 2 <= np.iinfo(np.int32).max else np.int64
+        self._codes, self._counts, self._dense = np.empty(0, codes), np.empty(0, np.uint32), None
         self._pending, self._n_pending = [], 0
 
     def add(self, ctx, tgt):
@@ -175,13 +187,12 @@ class PairCounts:
         if not self._pending: return
         new, size = np.concatenate(self._pending), self.vocab_size ** 2
         self._pending, self._n_pending = [], 0
+        if self.total > np.iinfo(self._counts.dtype).max: self._counts = self._counts.astype(np.int64)   # a count <= total
         if self._dense is None and self.total >= self.dense_after and size <= DENSE_PAIRS:
             self._dense = np.zeros(size, np.int64); self._dense[self._codes] = self._counts
         if self._dense is not None:
             np.add.at(self._dense, new, 1); return            # in place: no second table
-        codes, counts = np.unique(new, return_counts=True)
-        self._codes, inverse = np.unique(np.concatenate([self._codes, codes]), return_inverse=True)
-        self._counts = np.bincount(inverse, np.concatenate([self._counts, counts]), len(self._codes)).astype(np.int64)
+        self._codes, self._counts = merge_counts(self._codes, self._counts, *np.unique(new, return_counts=True))
 
     def result(self):
         "(codes, counts), sorted by code."
@@ -255,9 +266,7 @@ class BaselineCounter:
         "The bigram of all training documents; `lam=None` chooses lambda on the tuning documents first."
         if lam is None: lam = self.choose_lambda(k)
         (a, na), (b, nb) = self.fit.result(), self.tune.result()
-        codes, inverse = np.unique(np.concatenate([a, b]), return_inverse=True)
-        return Bigram.from_counts(codes, np.bincount(inverse, np.concatenate([na, nb]), len(codes)).astype(np.int64),
-                                  self.vocab_size, lam, k)
+        return Bigram.from_counts(*merge_counts(a, na.copy(), b, nb), self.vocab_size, lam, k)
 
     def baselines(self, lam=None, k=1.0):
         "Both models fitted on the training counts and scored on the held-out ones."

@@ -206,8 +206,8 @@ lr_schedule.learning_rate optimizer.eps runner_wrapper.scale_sense.loss_scale_va
 runner_wrapper.max_grad_norm parallel_config.data_parallel parallel_config.model_parallel parallel_config.pipeline_stage
 callbacks.log_interval callbacks.eval_interval callbacks.eval_batches callbacks.save_checkpoint_steps
 callbacks.keep_checkpoint_max generation.temperature train_dataset.max_documents train_dataset.shard_num
-context.peak_flops processor.tokenizer.sample_documents monitor_config.global_norm_spike_threshold
-monitor_config.global_norm_spike_count_threshold callbacks.embedding_local_norm_threshold profile_start_step
+context.peak_flops processor.tokenizer.sample_documents processor.tokenizer.sample_chars
+monitor_config.global_norm_spike_threshold monitor_config.global_norm_spike_count_threshold callbacks.embedding_local_norm_threshold profile_start_step
 profile_stop_step generation.repetition_penalty'''.split()
 _NON_NEGATIVE = '''seed train_dataset.min_chars train_dataset.prepare_workers optimizer.weight_decay lr_schedule.lr_end generation.top_k
 generation.max_new_tokens'''.split()

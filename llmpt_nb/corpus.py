@@ -305,8 +305,8 @@ def digest(text):
 
 class SeenDigests:
     """The digests seen so far: new ones in a set, merged every `buffer` into a sorted NumPy array of 8 bytes each, so
-    that ten million documents take about 80 MB."""
-    def __init__(self, buffer=1 << 20):
+    that ten million documents take about 80 MB (and the set, at most 65,536 of them, a few MB more)."""
+    def __init__(self, buffer=1 << 16):
         self.sorted, self.recent, self.buffer = np.empty(0, np.uint64), set(), buffer
 
     def add(self, key):

@@ -95,7 +95,7 @@ def prepare_tokenizer(cfg, out, verbose=True):
     batches = stream_batches(corpus_batches(td.corpus, td.text_field, td.max_documents), None, _cleaning(cfg),
                              default_workers(td.prepare_workers))
     tok, _, report = _tokenizer(batches, Path(out) / "tokenizer", tokenizer_file(cfg), tc.vocab_size,
-                                tc.character_coverage, tc.sample_documents, cfg.seed,
+                                tc.character_coverage, tc.sample_documents, tc.sample_chars, cfg.seed,
                                 print if verbose else (lambda *a, **k: None), kind=tc.type)
     check_vocab_size(tok, cfg.model.model_config.vocab_size)
     return tok, report
@@ -109,7 +109,7 @@ def prepare(cfg, out, world_size=1, verbose=True):
     record = prepare_corpus(
         td.corpus, data_folder(cfg, out), seq_length=cfg.model.model_config.seq_length, tokenizer_dir=Path(out) / "tokenizer",
         vocab_file=tokenizer_file(cfg), tokenizer_type=tc.type, vocab_size=tc.vocab_size, character_coverage=tc.character_coverage,
-        sample_documents=tc.sample_documents, text_field=td.text_field, max_documents=td.max_documents,
+        sample_documents=tc.sample_documents, sample_chars=tc.sample_chars, text_field=td.text_field, max_documents=td.max_documents,
         min_chars=td.min_chars, sensitive=td.sensitive_info, val_fraction=td.val_fraction, seed=cfg.seed,
         shard_num=td.shard_num or world_size, workers=td.prepare_workers, verbose=verbose,
         check_tokenizer=lambda tok: check_vocab_size(tok, cfg.model.model_config.vocab_size))

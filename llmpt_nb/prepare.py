@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import math
 import multiprocessing
@@ -25,17 +26,18 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm   # to stderr, off when it is not a terminal (a notebook, a log file)
 
-from .corpus import (COMPRESSED, SeenDigests, blend_entries, clean_document, corpus_files, digest,
-                             heldout_document, iter_blend, iter_documents)
-from .tokenizer import RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report, train_tokenizer
+from .corpus import (COMPRESSED, SeenDigests, blend_entries, chunk_document, clean_document, corpus_files,
+                             digest, heldout_document, iter_blend, iter_documents)
+from .tokenizer import (TRAINER_DEFAULTS, RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report,
+                                train_tokenizer)
 from .data import MindRecordWriter, Packer, stored_columns
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
-__all__ = ['MANIFEST', 'FILE_BYTES', 'Cleaning', 'ids_dtype', 'process_batch', 'corpus_batches', 'blend_sources',
-           'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer', 'prepare_tokenizer',
-           'WriterProcess', 'prepare_corpus', 'load_prepared', 'prepared_report', 'prepared_baselines',
-           'format_sources', 'file_digests', 'data_files', 'verify_data']
+__all__ = ['MANIFEST', 'FILE_BYTES', 'TOKENIZER_LINE_CHARS', 'Cleaning', 'ids_dtype', 'process_batch', 'corpus_batches',
+           'blend_sources', 'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer',
+           'prepare_tokenizer', 'WriterProcess', 'prepare_corpus', 'load_prepared', 'prepared_report',
+           'prepared_baselines', 'format_sources', 'file_digests', 'data_files', 'verify_data']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -130,22 +132,18 @@ def stream_batches(batches, model_file, cleaning, workers=0):
             for f in pending: f.cancel()
 
 # %% ../nbs/02c_prepare.ipynb #4d1a0cfc
-def reservoir_sample(items, k, seed):
-    """A uniform random sample of `k` of `items` (all of them if fewer), in their order, and how many items there were;
-    memory holds `k` items (Algorithm L: a random number only when an item enters the sample)."""
-    rng, sample, n = random.Random(seed), [], 0
-    draw = lambda: math.log(1 - rng.random())                  # the log of a uniform number in (0, 1]
-    skip = lambda w: int(draw() / math.log(1 - w)) if 0 < w < 1 else 0
-    w = math.exp(draw() / k) if k else 1.0
-    nxt = k + skip(w)
-    for i, x in enumerate(items):
-        n = i + 1
-        if i < k: sample.append((i, x))
-        elif k and i == nxt:
-            sample[rng.randrange(k)] = (i, x)
-            w *= math.exp(draw() / k)
-            nxt += 1 + skip(w)
-    return [x for _, x in sorted(sample, key=lambda p: p[0])], n
+def reservoir_sample(items, k, seed, max_chars=None):
+    """A uniform random sample of `items` (all of them if they fit), in their order, and how many items there were: each
+    item draws a random key and the sample is the items of smallest key, at most `k` of them and, with `max_chars`, at
+    most that many characters in all. Memory holds the sample."""
+    rng, heap, chars, n = random.Random(seed), [], 0, 0      # heap of (-key, index, item): the largest key on top
+    size, limit = (len, max_chars) if max_chars is not None else ((lambda x: 0), math.inf)
+    for n, x in enumerate(items, 1):
+        key = rng.random()
+        if (len(heap) >= k or chars + size(x) > limit) and (not heap or key > -heap[0][0]): continue
+        heapq.heappush(heap, (-key, n, x)); chars += size(x)
+        while len(heap) > k or chars > limit: chars -= size(heapq.heappop(heap)[2])
+    return [x for _, _, x in sorted(heap, key=lambda e: e[1])], n
 
 # %% ../nbs/02c_prepare.ipynb #7905f259
 MANIFEST = 'prepared.json'
@@ -181,24 +179,46 @@ def _check_trainable(kind):
                          "one: set processor.tokenizer.vocab_file to a tokenizer.json or its folder (or load_checkpoint "
                          "to a Hugging Face model folder that has one)")
 
+TOKENIZER_LINE_CHARS = TRAINER_DEFAULTS['max_sentence_length'] // 4   # SentencePiece skips longer lines (UTF-8 bytes)
+
+def _tokenizer_lines(texts):
+    "Training documents as SentencePiece lines: a longer document cut at sentence ends (chapter 01's `chunk_document`)."
+    for t in texts: yield from (chunk_document(t, TOKENIZER_LINE_CHARS) if len(t) > TOKENIZER_LINE_CHARS else [t])
+
+def _train(texts, prefix, options): train_tokenizer(texts, prefix, **options)
+
+def _train_apart(texts, prefix, **options):
+    """`train_tokenizer` in a process of its own: SentencePiece's memory, many times the sample's, goes back to the
+    system when it ends, before the workers of the next pass start as copies of this process."""
+    with ProcessPoolExecutor(1, _context()) as pool:
+        try: pool.submit(_train, texts, prefix, options).result()
+        except BrokenProcessPool:
+            raise RuntimeError("the process training the tokenizer died (killed, or out of memory): lower "
+                               "processor.tokenizer.sample_chars") from None
+    return Tokenizer(f'{prefix}.model')
+
 def prepare_tokenizer(batches, folder, vocab_file=None, vocab_size=4500, character_coverage=0.9995,
-                      sample_documents=200_000, seed=42, say=print, kind=None):
+                      sample_documents=200_000, sample_chars=20_000_000, seed=42, say=print, kind=None):
     """The tokenizer in `folder`: `vocab_file`'s (of type `kind`, None: either), or a SentencePiece model trained on a
-    seeded sample of at most `sample_documents` training documents of the processed `batches` (workers without a
-    tokenizer). Returns it, what it was trained on (None for `vocab_file`), and its round trip on the first 2,000
-    held-out documents."""
+    seeded sample of the processed `batches`' training documents (workers without a tokenizer), at most
+    `sample_documents` of them and `sample_chars` characters. Returns it, what it was trained on (None for
+    `vocab_file`), and its round trip on the first 2,000 held-out documents."""
     if not vocab_file: _check_trainable(kind)
     t0, heldout = time.perf_counter(), []
-    texts, n = reservoir_sample(_train_docs(batches, heldout), 0 if vocab_file else sample_documents, seed)
+    lines = _tokenizer_lines(_train_docs(batches, heldout))
+    texts, n = reservoir_sample(lines, 0 if vocab_file else sample_documents, seed, sample_chars)
     if vocab_file:
         tok = copy_tokenizer(vocab_file, folder, kind)
         return tok, None, roundtrip_report(tok, heldout)
     if not texts: raise ValueError("no training documents to train the tokenizer on: add text or lower min_chars")
-    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
-    tok = train_tokenizer(texts, folder / 'tokenizer', vocab_size=vocab_size, character_coverage=character_coverage)
-    say(f"tokenizer: {tok.vocab_size:,} pieces trained on {len(texts):,} of {n:,} training documents "
-        f"({'all' if len(texts) == n else 'a seeded sample'}) in {time.perf_counter() - t0:.0f} s")
-    return tok, dict(sample_documents=len(texts), training_documents=n), roundtrip_report(tok, heldout)
+    folder, t1 = Path(folder), time.perf_counter(); folder.mkdir(parents=True, exist_ok=True)
+    tok = _train_apart(texts, folder / 'tokenizer', vocab_size=vocab_size, character_coverage=character_coverage,
+                       input_sentence_size=len(texts))          # SentencePiece keeps the whole sample, draws no other
+    chars, t2 = sum(map(len, texts)), time.perf_counter()
+    say(f"tokenizer: {tok.vocab_size:,} pieces trained on {len(texts):,} of {n:,} training documents, {chars:,} "
+        f"characters ({'all' if len(texts) == n else 'a seeded sample'}), in {t2 - t0:.0f} s ({t2 - t1:.0f} s training)")
+    return tok, dict(sample_documents=len(texts), sample_chars=chars, training_documents=n, sample_seconds=round(t1 - t0, 1),
+                     training_seconds=round(t2 - t1, 1)), roundtrip_report(tok, heldout)
 
 # %% ../nbs/02c_prepare.ipynb #ac96bf49
 _WRITERS = {}
@@ -270,7 +290,8 @@ def _split_arrays(b, mask):
     return b['tokens'][np.repeat(mask, b['lengths'])], b['lengths'][mask], int(b['chars'][mask].sum())
 
 def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_file=None, vocab_size=4500,
-                   character_coverage=0.9995, sample_documents=200_000, text_field='text', max_documents=None,
+                   character_coverage=0.9995, sample_documents=200_000, sample_chars=20_000_000, text_field='text',
+                   max_documents=None,
                    min_chars=8, sensitive='keep', val_fraction=0.02, seed=42, shard_num=1, workers=None,
                    batch_documents=1000, check_tokenizer=None, verbose=True, tokenizer_type=None):
     """Corpus -> tokenizer (`vocab_file`'s, of type `tokenizer_type`, or one trained) -> train.mindrecord (`shard_num` files, a multiple of `shard_num` rows) and val.mindrecord in
@@ -291,7 +312,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     folder = Path(tokenizer_dir or data_dir / 'tokenizer')
     if vocab_file: tok, sample = copy_tokenizer(vocab_file, folder, tokenizer_type), None
     else: tok, sample, _ = prepare_tokenizer(stream_batches(raw(), None, cleaning, workers), folder, None, vocab_size,
-                                             character_coverage, sample_documents, seed, say)
+                                             character_coverage, sample_documents, sample_chars, seed, say)
     if check_tokenizer: check_tokenizer(tok)
     t1 = time.perf_counter()
     width, seen, stats = seq_length + 1, SeenDigests(), Counter()

@@ -53,8 +53,9 @@ def check_safetensors_library_reads(path, by_mindspore):
         assert all(np.array_equal(f.get_tensor(n), by_mindspore[n].asnumpy()) for n in names)
 
 
-@pytest.mark.parametrize("run, fmt", [(RUN, "ckpt"), (RUN, "safetensors"), (MLM_RUN, "ckpt"),
-                                       pytest.param(MLM_RUN, "safetensors", marks=pytest.mark.slow)],   # the same code path
+# each run kind and each format runs by default once; the other two pairs run the same code paths with -m slow
+@pytest.mark.parametrize("run, fmt", [pytest.param(RUN, "ckpt", marks=pytest.mark.slow), (RUN, "safetensors"),
+                                       (MLM_RUN, "ckpt"), pytest.param(MLM_RUN, "safetensors", marks=pytest.mark.slow)],
                          ids=["pretrain-ckpt", "pretrain-safetensors", "continue-pretrain-ckpt", "continue-pretrain-safetensors"])
 def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run, fmt):
     if run is MLM_RUN:
