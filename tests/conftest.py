@@ -19,6 +19,14 @@ def env():
     return e
 
 
+def pytest_collection_modifyitems(items):
+    """The chapters' runs first, the checks of their kept outputs last: the runs are the longest tests, and by the time
+    an output check starts, its chapter has run (`run_chapter`) and it only reads the record, instead of a worker
+    waiting while another runs the chapter."""
+    order = {"test_notebook": 0, "test_kept_outputs_are_current": 2}
+    items.sort(key=lambda item: order.get(getattr(item, "originalname", None), 1))     # stable: file order otherwise
+
+
 # `nbdev-test NB` that also writes the executed notebook (the outputs of this run) to a second path: nbdev's own
 # `--save` writes over the chapter, so its writer is pointed at the copy. One notebook runs in this process.
 _RUN_CHAPTER = """
