@@ -49,14 +49,13 @@ def test_tokenizer_sample_is_bounded_in_characters(tmp_path):
     """The tokenizer trains on a seeded sample of at most `sample_chars` characters (prepared.json says how many), full
     to within a document; the same seed draws the same sample, so the same pieces."""
     from llmpt_nb.prepare import prepare_corpus
-    corpus = write_corpus(tmp_path / "c.txt", 3000)
-    runs = [prepare_corpus(corpus, tmp_path / f"d{i}", seq_length=64, vocab_size=2000, character_coverage=0.98,
-                           sample_chars=200_000, verbose=False)["tokenizer"] for i in (0, 1)]
-    t = runs[0]
-    assert 195_000 < t["sample_chars"] <= 200_000 and t["sample_documents"] < 0.6 * t["training_documents"], t
     from llmpt_nb.tokenizer import load_tokenizer
+    corpus = write_corpus(tmp_path / "c.txt", 3000)
+    sample = [prepare_corpus(corpus, tmp_path / f"d{i}", seq_length=64, vocab_size=2000, character_coverage=0.98,
+                             sample_chars=200_000, verbose=False)["tokenizer"] for i in (0, 1)][0]
+    assert 195_000 < sample["sample_chars"] <= 200_000 and sample["sample_documents"] < 0.6 * sample["training_documents"], sample
     toks = [load_tokenizer(tmp_path / f"d{i}" / "tokenizer") for i in (0, 1)]
-    pieces = [[t.id_to_piece(i) for i in range(t.vocab_size)] for t in toks]
+    pieces = [[tok.id_to_piece(i) for i in range(tok.vocab_size)] for tok in toks]
     assert pieces[0] == pieces[1]                              # (the files differ: they hold their own paths)
 
 
