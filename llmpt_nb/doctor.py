@@ -213,36 +213,27 @@ def check_disk(cfg):
 
 # %% ../nbs/12_doctor.ipynb #d342fcc1
 def compile_cache_dir(env=None):
-    "(enabled, folder, chosen): MindSpore's graph compile cache for this process; `chosen` is False for the working directory."
+    "(enabled, folder): MindSpore's graph compile cache for this process, from the environment or the context."
     import mindspore as ms
     env = os.environ if env is None else env
     on = ms.get_context("enable_compile_cache")
     on = env.get("MS_COMPILER_CACHE_ENABLE") == "1" if on is None else bool(on)
     path = env.get("MS_COMPILER_CACHE_PATH") or ms.get_context("compile_cache_path")
-    return on, Path(path or ".").expanduser().absolute() / f"rank_{env.get('RANK_ID', '0')}" / "graph_cache", bool(path)
+    return on, Path(path or ".").expanduser().absolute() / f"rank_{env.get('RANK_ID', '0')}" / "graph_cache"
 
 
 def check_compile_cache(env=None):
     env = os.environ if env is None else env
-    on, folder, chosen = compile_cache_dir(env)
     flag = env.get("MS_COMPILER_CACHE_ENABLE")
     if flag not in (None, "0", "1"):
         return Check("compile cache", "WARN", f"MS_COMPILER_CACHE_ENABLE={flag!r}: only '1' turns the cache on",
-                     "export MS_COMPILER_CACHE_ENABLE=1 (or unset it)")
+                     "unset MS_COMPILER_CACHE_ENABLE")
+    on, folder = compile_cache_dir(env)
     if not on:
-        return Check("compile cache", "OK", "off: each new process compiles its graphs again (MS_COMPILER_CACHE_ENABLE=1 keeps them)")
-    there = folder
-    while not there.exists(): there = there.parent
-    from llmpt_nb.pipeline import _read_only
-    if not there.is_dir() or not os.access(there, os.W_OK) or _read_only(there):
-        return Check("compile cache", "FAIL", f"on, but {_short(folder)} cannot be written",
-                     "export MS_COMPILER_CACHE_PATH=a folder you can write, e.g. ~/.cache/mindspore_graphs")
-    files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
-    found = f"on: {_short(folder)} ({len(files)} files, {sum(p.stat().st_size for p in files) / 2**20:,.1f} MiB)"
-    if not chosen:
-        return Check("compile cache", "WARN", found + ", in the working directory: each folder you start from gets its own",
-                     "export MS_COMPILER_CACHE_PATH=~/.cache/mindspore_graphs (one fixed folder)")
-    return Check("compile cache", "OK", found)
+        return Check("compile cache", "OK", "off: each new process compiles its graphs again")
+    return Check("compile cache", "FAIL", f"on ({_short(folder)}): a training step loaded from it computes every "
+                 "gradient as 0 (MindSpore 2.10, benchmarks/compile_cache.py)",
+                 "unset MS_COMPILER_CACHE_ENABLE (and leave the context's enable_compile_cache off)")
 
 # %% ../nbs/12_doctor.ipynb #677770ea
 def _script_python(path):

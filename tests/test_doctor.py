@@ -47,7 +47,7 @@ def test_broken_conditions_fail_with_a_fix(tmp_path, env):
     assert {s for s, (status, _, _) in rows.items() if status == "FAIL"} == {"threads", "memory", "disk", "compile cache"}, r.stdout
     assert rows["threads"][2].startswith("export OMP_NUM_THREADS=1 before Python starts")
     assert "is a file" in rows["disk"][1] and "--output_dir" in rows["disk"][2]
-    assert "MS_COMPILER_CACHE_PATH" in rows["compile cache"][2]
+    assert "unset MS_COMPILER_CACHE_ENABLE" in rows["compile cache"][2] and "gradient" in rows["compile cache"][1]
     assert "batch_size" in rows["memory"][2] and "gradient_accumulation_steps" in rows["memory"][2]
     assert "not ready" in r.stdout.splitlines()[-1]
     r = doctor(f"--output_dir={tmp_path / 'run'}", "--context.device_target=Ascend", env=env, cwd=tmp_path)
