@@ -55,6 +55,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'llmpt_nb.baseline.PairCounts._merge': ('baseline.html#paircounts._merge', 'llmpt_nb/baseline.py'),
                                    'llmpt_nb.baseline.PairCounts.add': ('baseline.html#paircounts.add', 'llmpt_nb/baseline.py'),
                                    'llmpt_nb.baseline.PairCounts.result': ('baseline.html#paircounts.result', 'llmpt_nb/baseline.py'),
+                                   'llmpt_nb.baseline.PairCounts.table': ('baseline.html#paircounts.table', 'llmpt_nb/baseline.py'),
                                    'llmpt_nb.baseline.Unigram': ('baseline.html#unigram', 'llmpt_nb/baseline.py'),
                                    'llmpt_nb.baseline.Unigram.log_probs': ('baseline.html#unigram.log_probs', 'llmpt_nb/baseline.py'),
                                    'llmpt_nb.baseline.Unigram.vocab_size': ('baseline.html#unigram.vocab_size', 'llmpt_nb/baseline.py'),

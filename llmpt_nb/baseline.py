@@ -61,8 +61,8 @@ def fit_unigram(docs, vocab_size, eos_id, k=1.0):
 class Bigram:
     "Jelinek-Mercer bigram: P(w|v) = lam c(v,w)/c(v) + (1-lam) P_uni(w); P_uni(w) for a context never seen."
     unigram: Unigram
-    codes: np.ndarray       # sorted codes v * vocab_size + w of the pairs seen in training
-    counts: np.ndarray      # c(v, w) of each code
+    codes: np.ndarray       # sorted codes v * vocab_size + w of the pairs seen in training; None: `counts` is a table
+    counts: np.ndarray      # c(v, w) of each code, or of every code 0 .. V*V-1 (a dense table)
     ctx_counts: np.ndarray  # c(v): pairs with context v
     lam: float = 0.5
     @property
@@ -70,18 +70,26 @@ class Bigram:
 
     @classmethod
     def from_counts(cls, codes, counts, vocab_size, lam=0.5, k=1.0):
-        "The model of sorted pair `codes` and their `counts`; its unigram counts the pairs' targets (add-k)."
+        """The model of sorted pair `codes` and their `counts` (`codes` None: `counts` is the table of all V * V pairs);
+        its unigram counts the pairs' targets (add-k)."""
         if not 0 <= lam <= 1: raise ValueError(f"lam must be in [0, 1], got {lam}")
         if not k > 0: raise ValueError(f"k must be > 0 so that no token gets probability 0, got {k}")
-        c = np.bincount(codes % vocab_size, weights=counts, minlength=vocab_size)
-        ctx = np.bincount(codes // vocab_size, weights=counts, minlength=vocab_size).astype(np.int64)
+        if codes is None:
+            table = counts.reshape(vocab_size, vocab_size)
+            c, ctx = table.sum(0, dtype=np.float64), table.sum(1, dtype=np.int64)
+        else:
+            c = np.bincount(codes % vocab_size, weights=counts, minlength=vocab_size)
+            ctx = np.bincount(codes // vocab_size, weights=counts, minlength=vocab_size).astype(np.int64)
         return cls(Unigram((c + k) / (c.sum() + k * vocab_size)), codes, counts, ctx, float(lam))
 
     def ml(self, ctx, tgt):
         "Maximum-likelihood bigram c(v,w)/c(v); 0 for a pair or a context never seen."
         q = ctx * self.vocab_size + tgt
-        i = np.minimum(np.searchsorted(self.codes, q), len(self.codes) - 1)
-        return np.where(self.codes[i] == q, self.counts[i], 0) / np.maximum(self.ctx_counts[ctx], 1)
+        if self.codes is None: n = self.counts[q]
+        else:
+            i = np.minimum(np.searchsorted(self.codes, q), len(self.codes) - 1)
+            n = np.where(self.codes[i] == q, self.counts[i], 0)
+        return n / np.maximum(self.ctx_counts[ctx], 1)
 
     def log_probs(self, ctx, tgt, lam=None):
         lam = self.lam if lam is None else lam
@@ -155,7 +163,7 @@ def score(model, docs, chars, eos_id):
     return score_counts(model, *pair_counts(docs, model.vocab_size, eos_id), chars)
 
 # %% ../nbs/02b_baseline.ipynb #ddd42fba
-DENSE_PAIRS = 1 << 25      # vocabularies up to 5,792 pieces: a dense table of V * V counts (at most 256 MB) when large
+DENSE_PAIRS = 1 << 26      # vocabularies up to 8,192 pieces: a dense table of V * V 32-bit counts (at most 256 MB)
 
 def merge_counts(codes, counts, new_codes, new_counts):
     """Sorted distinct `codes` with their `counts`, and as many new ones: codes already there are counted in place and
@@ -171,7 +179,7 @@ class PairCounts:
     """How often each (context, target) pair occurs, added batch by batch, as sorted codes context * vocab_size + target
     and their counts. New codes wait in a bounded buffer and are merged into the counts, kept sparse (memory grows with
     the distinct pairs, 8 bytes each while codes and counts fit in 32 bits) until `dense_after` pairs were added, then, for
-    a vocabulary small enough, in one dense table."""
+    a vocabulary small enough, in one dense table whose size no corpus changes."""
     def __init__(self, vocab_size, buffer=1 << 22, dense_after=1 << 22):
         self.vocab_size, self.buffer, self.dense_after, self.total = vocab_size, buffer, dense_after, 0
         codes = np.int32 if vocab_size ** 2 <= np.iinfo(np.int32).max else np.int64
@@ -187,12 +195,20 @@ class PairCounts:
         if not self._pending: return
         new, size = np.concatenate(self._pending), self.vocab_size ** 2
         self._pending, self._n_pending = [], 0
-        if self.total > np.iinfo(self._counts.dtype).max: self._counts = self._counts.astype(np.int64)   # a count <= total
+        if self.total > np.iinfo(self._counts.dtype).max:            # a count <= total: 64 bits from here on
+            self._counts = self._counts.astype(np.int64)
+            if self._dense is not None: self._dense = self._dense.astype(np.int64)
         if self._dense is None and self.total >= self.dense_after and size <= DENSE_PAIRS:
-            self._dense = np.zeros(size, np.int64); self._dense[self._codes] = self._counts
+            self._dense = np.zeros(size, self._counts.dtype); self._dense[self._codes] = self._counts
+            self._codes, self._counts = self._codes[:0], self._counts[:0]
         if self._dense is not None:
             np.add.at(self._dense, new, 1); return            # in place: no second table
         self._codes, self._counts = merge_counts(self._codes, self._counts, *np.unique(new, return_counts=True))
+
+    def table(self):
+        "The dense table of all V * V counts (the counter's own, not a copy), or None while the counts are sparse."
+        self._merge()
+        return self._dense
 
     def result(self):
         "(codes, counts), sorted by code."
@@ -260,12 +276,19 @@ class BaselineCounter:
         if not len(codes):
             raise ValueError(f"cannot choose lam: the {self.n_train} training document(s) include no tuning document (one "
                              f"in every {1 / self.tune_fraction:.0f}): give more documents, or pass lam explicitly")
-        return best_lambda(Bigram.from_counts(*self.fit.result(), self.vocab_size, k=k), codes, counts, grid)
+        table = self.fit.table()
+        fit = self.fit.result() if table is None else (None, table)
+        return best_lambda(Bigram.from_counts(*fit, self.vocab_size, k=k), codes, counts, grid)
 
     def bigram(self, lam=None, k=1.0):
         "The bigram of all training documents; `lam=None` chooses lambda on the tuning documents first."
         if lam is None: lam = self.choose_lambda(k)
-        (a, na), (b, nb) = self.fit.result(), self.tune.result()
+        (b, nb), table = self.tune.result(), self.fit.table()
+        if table is not None:                                   # the tuning pairs added to a copy of the dense table
+            wide = self.fit.total + self.tune.total > np.iinfo(np.uint32).max
+            table = table.astype(np.int64 if wide else table.dtype); table[b] += nb.astype(table.dtype)
+            return Bigram.from_counts(None, table, self.vocab_size, lam, k)
+        a, na = self.fit.result()
         return Bigram.from_counts(*merge_counts(a, na.copy(), b, nb), self.vocab_size, lam, k)
 
     def baselines(self, lam=None, k=1.0):

@@ -190,7 +190,8 @@ FULL_SIZES = dict(general_documents=20000, domain_documents=20000, general_steps
                   classifier_batch_size=32, classifier_lr=5e-4, seeds=(0, 1, 2), seq_length=64, vocab_size=8000,
                   control=True, replay=0.2, baselines=("random",), split_seed=0)
 SMALL_SIZES = dict(FULL_SIZES, general_documents=600, domain_documents=600, general_steps=6, domain_steps=6,
-                   eval_batches=4, n_train=128, n_test=64, classifier_steps=12, seeds=(0,), control=False, baselines=())
+                   eval_batches=4, n_train=128, n_test=64, classifier_steps=12, seeds=(0,), control=False, replay=0,
+                   baselines=())
 
 
 def mlm_overrides(out, corpus, sizes, steps, start):

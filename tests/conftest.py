@@ -20,11 +20,18 @@ def env():
 
 
 def pytest_collection_modifyitems(items):
-    """The chapters' runs first, the checks of their kept outputs last: the runs are the longest tests, and by the time
-    an output check starts, its chapter has run (`run_chapter`) and it only reads the record, instead of a worker
-    waiting while another runs the chapter."""
-    order = {"test_notebook": 0, "test_kept_outputs_are_current": 2}
-    items.sort(key=lambda item: order.get(getattr(item, "originalname", None), 1))     # stable: file order otherwise
+    """The chapters' runs, the longest tests, spread evenly over the first two thirds of the other tests, and the checks
+    of their kept outputs last. pytest-xdist hands each process a block of consecutive tests first: spread out, the
+    runs start in every process at once (all in front, they queue in one), and by the time an output check starts, its
+    chapter has run (`run_chapter`), so it only reads the record."""
+    kind = lambda item: getattr(item, "originalname", None)
+    runs = [i for i in items if kind(i) == "test_notebook"]
+    checks = [i for i in items if kind(i) == "test_kept_outputs_are_current"]
+    rest = [i for i in items if kind(i) not in ("test_notebook", "test_kept_outputs_are_current")]
+    step = 2 * len(rest) / 3 / max(len(runs), 1)
+    for n, run in enumerate(runs):
+        rest.insert(round(n * (step + 1)), run)
+    items[:] = rest + checks
 
 
 # `nbdev-test NB` that also writes the executed notebook (the outputs of this run) to a second path: nbdev's own

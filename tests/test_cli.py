@@ -171,7 +171,7 @@ def two_nodes(args, tmp_path, env):
     assert (tmp_path / "logs_node1" / "worker_1.log").exists()  # node 1 ran rank 1
 
 
-@pytest.mark.parametrize("stage", [0, 2])
+@pytest.mark.parametrize("stage", [pytest.param(0, marks=pytest.mark.slow), 2])   # stage 0 and two nodes: with -m slow
 def test_launch_two_workers_pretrain(tmp_path, env, stage):
     """`llmpt launch --workers 2 -- llmpt pretrain`: rank 0 prepares the data and both ranks end with identical weights.
     Stage 0 also runs as two nodes (two `llmpt launch` invocations with `--node-rank`), which must end with the one node's

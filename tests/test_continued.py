@@ -152,6 +152,7 @@ def test_cli_continue_pretrain_from_a_bare_encoder(tiny, tmp_path):
     assert v.returncode == 2 and "no MLM head" in v.stderr and "Traceback" not in v.stderr, v.stderr[-2000:]
 
 
+@pytest.mark.slow     # chapter 09a checks data parallel against one process in every test run
 def test_launch_two_workers_match_one_process(tmp_path):
     """`llmpt launch --workers 2 -- llmpt continue-pretrain`: two ranks with one micro-batch each train to the weights of
     one process accumulating the same two micro-batches (dropout off: each process draws its own dropout masks)."""

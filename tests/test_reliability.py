@@ -119,10 +119,11 @@ def test_sigint_saves_a_checkpoint_and_resume_matches_the_straight_run(straight,
 def test_second_sigint_stops_at_once(tmp_path, env):
     out = tmp_path / "run"
     # steps of 16 x 512 tokens, long enough that the second signal reaches the run inside the step the first one let
-    # finish (with RUN's 4 x 64 a loaded machine could finish the step and its checkpoint first, and exit 143)
+    # finish (with RUN's 4 x 64 a loaded machine could finish the step and its checkpoint first, and exit 143); the first
+    # signal after step 3, not 2: a signal that lands while step 2's checkpoint is written can stop the run right there
     proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", "--model.model_config.seq_length=512",
                   "--runner_config.batch_size=16", f"--output_dir={out}"], env)
-    wait_for_step(proc, 2)
+    wait_for_step(proc, 3)
     proc.send_signal(signal.SIGINT)
     for line in proc.stdout:  # the second Ctrl-C after the first is acknowledged: two signals in one step are one
         if "send it again" in line:

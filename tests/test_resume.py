@@ -126,6 +126,7 @@ def test_resume_refuses_another_global_batch(tmp_path, env):
     assert r.returncode == 2 and "global batch" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]  # and by the trainer
 
 
+@pytest.mark.slow     # chapter 06 resumes past an unhealthy checkpoint in every test run
 def test_resume_passes_over_an_unhealthy_checkpoint(tmp_path, env):
     """RUN's spike at step 2 is skipped, so the step-2 checkpoint is recorded unhealthy. A run stopped there and
     resumed with use_checkpoint_health_monitor passes over it (named), continues from step 1 and ends with the
