@@ -20,12 +20,13 @@ def env():
 
 
 def pytest_collection_modifyitems(items):
-    """The chapters' runs, the longest tests, spread evenly over the first two thirds of the other tests, and the checks
-    of their kept outputs last. pytest-xdist hands each process a block of consecutive tests first: spread out, the
-    runs start in every process at once (all in front, they queue in one), and by the time an output check starts, its
-    chapter has run (`run_chapter`), so it only reads the record."""
+    """The chapters' runs, the longest tests, spread evenly over the first two thirds of the other tests, the last
+    chapters (the longest: they run the whole path) first, and the checks of their kept outputs last. pytest-xdist hands
+    each process a block of consecutive tests first: spread out, the runs start in every process at once (all in front,
+    they queue in one), and by the time an output check starts, its chapter has run (`run_chapter`), so it only reads
+    the record."""
     kind = lambda item: getattr(item, "originalname", None)
-    runs = [i for i in items if kind(i) == "test_notebook"]
+    runs = [i for i in items if kind(i) == "test_notebook"][::-1]
     checks = [i for i in items if kind(i) == "test_kept_outputs_are_current"]
     rest = [i for i in items if kind(i) not in ("test_notebook", "test_kept_outputs_are_current")]
     step = 2 * len(rest) / 3 / max(len(runs), 1)

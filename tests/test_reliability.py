@@ -118,12 +118,14 @@ def test_sigint_saves_a_checkpoint_and_resume_matches_the_straight_run(straight,
 
 def test_second_sigint_stops_at_once(tmp_path, env):
     out = tmp_path / "run"
-    # steps of 16 x 512 tokens, long enough that the second signal reaches the run inside the step the first one let
-    # finish (with RUN's 4 x 64 a loaded machine could finish the step and its checkpoint first, and exit 143); the first
-    # signal after step 3, not 2: a signal that lands while step 2's checkpoint is written can stop the run right there
+    # steps of 4 micro-batches of 16 x 512 tokens, and the first signal a moment into step 4: the second one then reaches
+    # the run inside the step the first one let finish (sent between two steps, the first signal stops the run at once
+    # with exit 143 or 130, before the second arrives)
     proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", "--model.model_config.seq_length=512",
-                  "--runner_config.batch_size=16", f"--output_dir={out}"], env)
+                  "--runner_config.batch_size=16", "--runner_config.gradient_accumulation_steps=4",
+                  "--train_dataset.max_documents=2000", f"--output_dir={out}"], env)
     wait_for_step(proc, 3)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     for line in proc.stdout:  # the second Ctrl-C after the first is acknowledged: two signals in one step are one
         if "send it again" in line:
