@@ -244,7 +244,8 @@ class BaselineCounter:
         if not 0 <= eos_id < vocab_size:
             raise ValueError(f"eos_id {eos_id} is outside the vocabulary (vocab_size {vocab_size})")
         self.vocab_size, self.eos_id, self.tune_fraction, self.tune_pairs = vocab_size, eos_id, tune_fraction, tune_pairs
-        self.fit, self.tune, self.heldout = (PairCounts(vocab_size) for _ in range(3))
+        self.fit = PairCounts(vocab_size)               # grows with the corpus: a dense table once it is large
+        self.tune, self.heldout = (PairCounts(vocab_size, dense_after=math.inf) for _ in range(2))  # a few %: sparse
         self.n_train, self.heldout_chars, self.tune_seen = 0, 0, 0
 
     def add_train_flat(self, tokens, lengths):
