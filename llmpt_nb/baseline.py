@@ -151,11 +151,12 @@ def bits_per_char(nats_per_token, tokens, chars):
     if tokens <= 0 or chars <= 0: raise ValueError(f"tokens ({tokens}) and chars ({chars}) must both be > 0")
     return nats_per_token * tokens / math.log(2) / chars
 
-def score_counts(model, codes, counts, chars):
-    "`BaselineScore` of a `Unigram` or `Bigram` on held-out pairs `codes` occurring `counts` times, from text of `chars` characters."
-    v = model.vocab_size
-    tokens = int(counts.sum())
-    nats = float(-(counts * model.log_probs(codes // v, codes % v)).sum()) / tokens
+def score_counts(model, codes, counts, chars, chunk=1 << 20):
+    """`BaselineScore` of a `Unigram` or `Bigram` on held-out pairs `codes` occurring `counts` times, from text of `chars`
+    characters; `chunk` pairs at a time, so that its scratch arrays stay small however many pairs the held-out text has."""
+    v, tokens = model.vocab_size, int(counts.sum())
+    parts = ((codes[i:i + chunk], counts[i:i + chunk]) for i in range(0, len(codes), chunk))
+    nats = -sum(float((n * model.log_probs(c // v, c % v)).sum()) for c, n in parts) / tokens
     return BaselineScore(nats, bits_per_char(nats, tokens, chars), tokens, int(chars))
 
 def score(model, docs, chars, eos_id):

@@ -1,4 +1,4 @@
-import json, os, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
 from filelock import FileLock
@@ -52,6 +52,19 @@ def shared_folder(tmp_path_factory, name):
     base = tmp_path_factory.getbasetemp()
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
     folder.mkdir(exist_ok=True)
+    return folder
+
+
+def shared_once(tmp_path_factory, name, make):
+    """The folder `make(folder)` fills, filled once per test session: pytest-xdist runs a module's tests in several worker
+    processes and a module fixture once in each; through this the first process to ask makes it, the others wait for it
+    and reuse it. Tests must not change what is in it (they copy it first)."""
+    folder, done = shared_folder(tmp_path_factory, name), shared_folder(tmp_path_factory, "done") / name
+    with FileLock(str(folder) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(folder); folder.mkdir()        # what a failed attempt in another process left
+            make(folder)
+            done.touch()
     return folder
 
 

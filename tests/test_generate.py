@@ -3,7 +3,7 @@ Face folder `convert-weights` makes of it; seeded and deterministic; the KV cach
 import subprocess
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, shared_once
 
 
 def llmpt(*args, env, timeout=600):
@@ -13,10 +13,10 @@ def llmpt(*args, env, timeout=600):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, env):
-    out = tmp_path_factory.mktemp("generate") / "run"
-    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=6", env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+    def make(folder):
+        r = llmpt("pretrain", "--smoke", f"--output_dir={folder / 'run'}", "--runner_config.max_steps=6", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    return shared_once(tmp_path_factory, "generate", make) / "run"
 
 
 def test_generate_from_a_run_folder_is_seeded(run_dir, env):
@@ -163,11 +163,11 @@ def test_generate_prompts_file_in_batches_with_verbose_timing(run_dir, tmp_path,
 
 @pytest.fixture(scope="module")
 def two_checkpoints(tmp_path_factory, env):
-    out = tmp_path_factory.mktemp("export") / "run"
-    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=6",
-              "--callbacks.save_checkpoint_steps=3", env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+    def make(folder):
+        r = llmpt("pretrain", "--smoke", f"--output_dir={folder / 'run'}", "--runner_config.max_steps=6",
+                  "--callbacks.save_checkpoint_steps=3", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    return shared_once(tmp_path_factory, "export", make) / "run"
 
 
 @pytest.mark.parametrize("fmt", ["mindir", "onnx"])

@@ -5,7 +5,7 @@ import json, os, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, shared_once
 from llmpt_nb.launch import launch
 
 TOL = 1e-5  # max |weight difference| after 4 AdamW steps at lr 1e-3 (measured: <= 1e-6; bit-identical for ZeRO-1 vs DP)
@@ -14,7 +14,11 @@ ARGS = ["--layers", "1", "--steps", "4", "--micro-batches", "4"]
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("parallel")
+    return shared_once(tmp_path_factory, "parallel", two_and_one)
+
+
+def two_and_one(out):
+    "The four stages in one two-worker job into out/two, stage 0 in one process into out/one."
     code = launch(["python", "-m", "llmpt_nb.parallel", "--stage", "0,1,2,3", *ARGS, "--out", str(out / "two")],
                   workers=2, log_dir=out / "logs", echo=None, timeout=900)
     assert code == 0, f"the two-worker job failed: logs in {out / 'logs'}"
@@ -22,7 +26,6 @@ def runs(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "llmpt_nb.parallel", "--stage", "0", *ARGS, "--out", str(out / "one")],
                        cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return out
 
 
 def weights(folder, stage, rank):

@@ -7,7 +7,7 @@ import json, os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, shared_once
 
 # ~6,000 tokens of training rows of 65 tokens: fast steps; the schedule is fixed by total_steps so max_steps may change
 RUN = ["--smoke", "--train_dataset.max_documents=300", "--model.model_config.seq_length=64", "--runner_config.batch_size=4",
@@ -52,10 +52,10 @@ def weights(out, step):
 
 
 def finished_run(factory, name, steps, env):
-    out = factory.mktemp(name) / "run"
-    r = llmpt("pretrain", *RUN, f"--runner_config.max_steps={steps}", f"--output_dir={out}", env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+    def make(folder):
+        r = llmpt("pretrain", *RUN, f"--runner_config.max_steps={steps}", f"--output_dir={folder / 'run'}", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+    return shared_once(factory, name, make) / "run"
 
 
 @pytest.fixture(scope="module")
