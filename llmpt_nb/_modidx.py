@@ -424,6 +424,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'llmpt_nb/generation.py'),
                                      'llmpt_nb.generation.KVCacheDecoder.construct': ( 'generate.html#kvcachedecoder.construct',
                                                                                        'llmpt_nb/generation.py'),
+                                     'llmpt_nb.generation.KVCacheDecoder.run': ( 'generate.html#kvcachedecoder.run',
+                                                                                 'llmpt_nb/generation.py'),
                                      'llmpt_nb.generation.KVCacheDecoder.step': ( 'generate.html#kvcachedecoder.step',
                                                                                   'llmpt_nb/generation.py'),
                                      'llmpt_nb.generation._check_prompt': ('generate.html#_check_prompt', 'llmpt_nb/generation.py'),

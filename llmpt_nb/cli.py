@@ -215,6 +215,8 @@ def _message(e):
 # %% ../nbs/10a_cli.ipynb #2e10f6d2
 def main(argv=None):
     "Entry point of the `llmpt` command."
+    if hasattr(sys.stdout, "reconfigure"):  # each log line at once, also into a pipe or file (`llmpt pretrain | tee log`)
+        sys.stdout.reconfigure(line_buffering=True)
     args, rest = build_parser().parse_known_args(argv)
     if getattr(args, "launcher", False):  # `llmpt launch ... -- COMMAND`: msrun runs COMMAND on every worker
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
