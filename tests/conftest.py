@@ -4,6 +4,8 @@ import pytest
 from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
+# runs that test the CLI's bookkeeping, not the model, train one layer: half the compile time of the default's four
+ONE_LAYER = "--model.model_config.num_layers=1"
 
 
 def bin_path(name):

@@ -3,7 +3,7 @@ import json, signal, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path
+from conftest import ONE_LAYER, ROOT, bin_path
 
 SMALL = ["--smoke", "--train_dataset.max_documents=300"]
 
@@ -71,7 +71,7 @@ def test_smoke_pretrain_writes_everything(tmp_path, env):
 def test_profile_window_prints_the_slowest_operators(tmp_path, env):
     "profile: true profiles steps profile_start_step..profile_stop_step with MindSpore's Profiler into OUTPUT_DIR/profile."
     out = tmp_path / "run"
-    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", "--runner_config.max_steps=4", "--profile=true",
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={out}", "--runner_config.max_steps=4", "--profile=true",
               "--profile_start_step=2", "--profile_stop_step=3", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"profile of steps 2-3 (MindSpore Profiler, in {out / 'profile'})" in r.stdout
@@ -178,7 +178,7 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage):
     weights. Stage 2 (each rank keeps its own optimizer slice, the harder resume) is then stopped: Ctrl-C to the
     launcher mid-run, every rank finishes the same step, one complete checkpoint is written, the launcher exits 130 and
     prints the resume command; resuming ends bit-identical to the straight 5-step run."""
-    args = ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", "--lr_schedule.total_steps=5",
+    args = ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", ONE_LAYER, "--lr_schedule.total_steps=5",
             "--runner_config.max_steps=5", "--callbacks.save_checkpoint_steps=10",
             f"--parallel.parallel_optimizer_config.zero_stage={stage}"]
     straight, broken = tmp_path / "straight", tmp_path / "broken"

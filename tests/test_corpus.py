@@ -3,6 +3,7 @@ folders written by save_to_disk give the run the same data as the plain files, t
 `llmpt pretrain` as a user runs them."""
 import gzip, hashlib, json
 import zstandard
+from conftest import ONE_LAYER
 from test_cli import llmpt
 
 
@@ -37,7 +38,7 @@ def test_compressed_corpus_gives_the_same_rows(tmp_path, env):
     r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus={packed}", f"--output_dir={tmp_path / 'wrong'}", env=env)
     assert r.returncode == 2 and "b.jsonl.gz:1: no string field 'text'" in r.stderr and "text_field" in r.stderr, r.stderr
     out = tmp_path / "trained"                                       # and a run trains on the compressed folder
-    r = llmpt("pretrain", "--smoke", f"--train_dataset.corpus={packed}", "--train_dataset.text_field=body",
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--train_dataset.corpus={packed}", "--train_dataset.text_field=body",
               f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
@@ -102,7 +103,7 @@ def test_blended_corpus_trains_by_weight(tmp_path, env):
     (reviews / "pos.txt").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
     blend = f"[{{path: {news}, weight: 3}}, {{path: {reviews}, weight: 1}}]"
     out = tmp_path / "run"
-    r = llmpt("pretrain", "--smoke", f"--train_dataset.corpus={blend}", f"--output_dir={out}", env=env)
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--train_dataset.corpus={blend}", f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"blend: {news}: " in r.stdout and "weight 75.0%" in r.stdout and "weight 25.0%" in r.stdout, r.stdout[-3000:]
     s = json.loads((out / "summary.json").read_text())

@@ -3,7 +3,7 @@ Face folder `convert-weights` makes of it; seeded and deterministic; the KV cach
 import subprocess
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path, shared_once
+from conftest import ONE_LAYER, ROOT, bin_path, shared_once
 
 
 def llmpt(*args, env, timeout=600):
@@ -13,8 +13,10 @@ def llmpt(*args, env, timeout=600):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, env):
+    "A finished 6-step smoke run with checkpoints at steps 3 and 6 (export compares the two)."
     def make(folder):
-        r = llmpt("pretrain", "--smoke", f"--output_dir={folder / 'run'}", "--runner_config.max_steps=6", env=env)
+        r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={folder / 'run'}", "--runner_config.max_steps=6",
+                  "--callbacks.save_checkpoint_steps=3", env=env)
         assert r.returncode == 0, r.stderr[-3000:]
     return shared_once(tmp_path_factory, "generate", make) / "run"
 
@@ -162,12 +164,8 @@ def test_generate_prompts_file_in_batches_with_verbose_timing(run_dir, tmp_path,
 
 
 @pytest.fixture(scope="module")
-def two_checkpoints(tmp_path_factory, env):
-    def make(folder):
-        r = llmpt("pretrain", "--smoke", f"--output_dir={folder / 'run'}", "--runner_config.max_steps=6",
-                  "--callbacks.save_checkpoint_steps=3", env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
-    return shared_once(tmp_path_factory, "export", make) / "run"
+def two_checkpoints(run_dir):
+    return run_dir
 
 
 @pytest.mark.parametrize("fmt", ["mindir", "onnx"])

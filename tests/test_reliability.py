@@ -7,10 +7,10 @@ import json, os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path, shared_once
+from conftest import ONE_LAYER, ROOT, bin_path, shared_once
 
 # ~6,000 tokens of training rows of 65 tokens: fast steps; the schedule is fixed by total_steps so max_steps may change
-RUN = ["--smoke", "--train_dataset.max_documents=300", "--model.model_config.seq_length=64", "--runner_config.batch_size=4",
+RUN = ["--smoke", ONE_LAYER, "--train_dataset.max_documents=300", "--model.model_config.seq_length=64", "--runner_config.batch_size=4",
        "--runner_config.gradient_accumulation_steps=1", "--lr_schedule.total_steps=8", "--callbacks.eval_interval=100",
        "--callbacks.save_checkpoint_steps=2", "--callbacks.keep_checkpoint_max=3"]
 
@@ -122,6 +122,7 @@ def test_second_sigint_stops_at_once(tmp_path, env):
     # the run inside the step the first one let finish (sent between two steps, the first signal stops the run at once
     # with exit 143 or 130, before the second arrives)
     proc = start(["pretrain", *RUN, "--runner_config.max_steps=400", "--model.model_config.seq_length=512",
+                  "--model.model_config.num_layers=4",
                   "--runner_config.batch_size=16", "--runner_config.gradient_accumulation_steps=4",
                   "--train_dataset.max_documents=2000", f"--output_dir={out}"], env)
     wait_for_step(proc, 3)
@@ -352,7 +353,8 @@ def test_full_disk(base, tmp_path, env, what):
     a sentence naming what could not be written, exit 2, and no temporary file left."""
     disk = tmp_path / "disk"
     size = 256 << 10 if what == "MindRecord" else 24 << 20  # room for the data (under 1 MB), not for a ~40 MB checkpoint
-    wide = ["--model.model_config.hidden_size=256", "--model.model_config.intermediate_size=704"]
+    wide = ["--model.model_config.hidden_size=256", "--model.model_config.intermediate_size=704",
+            "--model.model_config.num_layers=4"]                     # the checkpoint this size fills the disk
     if not _mount_tmpfs(disk, f"size={size // 1024}k"):
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
