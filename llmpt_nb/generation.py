@@ -100,12 +100,12 @@ def run(self: KVCacheDecoder, *args):
     """`self(*args)`; inputs of shapes compiled before go through MindSpore's inference fast path (the phase
     `increment`, as MindFormers decodes), which runs that graph without `Cell.__call__`'s checks of the arguments and
     of every sub-cell: on a model as small as the running example those cost a good part of a decode call."""
-    key = tuple(a.shape for a in args)                     # the shapes choose the graph: one per batch and bucket
-    if key in self.graph_phases: self.phase_cache["increment"] = self.graph_phases[key]
-    self.phase = "increment" if key in self.graph_phases else "predict"   # else compiled (or found) by the usual call
+    key, graph = tuple(a.shape for a in args), ms.get_context("mode") == ms.GRAPH_MODE   # shapes choose the graph
+    if graph and key in self.graph_phases: self.phase_cache["increment"] = self.graph_phases[key]
+    self.phase = "increment" if graph and key in self.graph_phases else "predict"   # else the usual call (PyNative too)
     try: out = self(*args)
     finally: self.phase = "predict"                        # a direct call of the decoder takes the usual path
-    self.graph_phases.setdefault(key, self.phase_cache["predict"])
+    if graph: self.graph_phases.setdefault(key, self.phase_cache["predict"])
     return out
 
 # %% ../nbs/10d_generate.ipynb #c6247600
