@@ -5,7 +5,7 @@
 # %% ../nbs/02b_baseline.ipynb #d95bafc8
 from __future__ import annotations
 
-import math, tempfile
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,8 +13,8 @@ import numpy as np
 # %% auto #0
 __all__ = ['LAMBDAS', 'DENSE_PAIRS', 'doc_pairs', 'Unigram', 'fit_unigram', 'Bigram', 'pair_counts', 'count_bigrams',
            'tuning_documents', 'best_lambda', 'choose_lambda', 'fit_bigram', 'BaselineScore', 'bits_per_char',
-           'score_counts', 'score', 'merge_counts', 'PairCounts', 'PairStream', 'flat_pairs', 'Baselines',
-           'BaselineCounter', 'counting_baselines', 'tokenizer_baselines', 'format_baselines']
+           'score_counts', 'score', 'merge_counts', 'PairCounts', 'flat_pairs', 'Baselines', 'BaselineCounter',
+           'counting_baselines', 'tokenizer_baselines', 'format_baselines']
 
 # %% ../nbs/02b_baseline.ipynb #15ba2bdd
 def doc_pairs(docs, vocab_size, eos_id):
@@ -218,33 +218,6 @@ class PairCounts:
         codes = np.flatnonzero(self._dense)
         return codes, self._dense[codes]
 
-class PairStream:
-    """The pairs of documents added batch by batch, kept as their token stream (EOS before each document; one more
-    after the last) in an anonymous temporary file, 2 bytes a token for vocabularies up to 65,536 pieces, so memory does
-    not grow with them; `score` reads the stream back `chunk` tokens at a time."""
-    def __init__(self, vocab_size, eos_id, chunk=1 << 22):
-        self.vocab_size, self.eos_id, self.chunk, self.total = vocab_size, eos_id, chunk, 0
-        self.dtype = np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.int32)
-        self.file = tempfile.TemporaryFile()         # removed when closed, or when the process ends
-
-    def add(self, tokens, lengths):
-        ctx, _ = flat_pairs(tokens, lengths, self.vocab_size, self.eos_id)   # EOS, d1, EOS, d2, ...: the pairs' contexts
-        ctx.astype(self.dtype).tofile(self.file); self.total += len(ctx)
-
-    def score(self, model, chars):
-        "`BaselineScore` of a `Unigram` or `Bigram` on every pair added, from text of `chars` characters."
-        nats = 0.0
-        self.file.flush()
-        for i in range(0, self.total, self.chunk):
-            n = min(self.chunk, self.total - i)           # pairs in this chunk: n + 1 tokens, the last EOS after the end
-            self.file.seek(i * self.dtype.itemsize)
-            s = np.fromfile(self.file, self.dtype, min(n + 1, self.total - i)).astype(np.int64)
-            if len(s) == n: s = np.append(s, self.eos_id)
-            nats -= float(model.log_probs(s[:-1], s[1:]).sum())
-        self.file.seek(0, 2)                              # more pairs may still be added
-        nats /= max(self.total, 1)
-        return BaselineScore(nats, bits_per_char(nats, self.total, chars), self.total, int(chars))
-
 def flat_pairs(tokens, lengths, vocab_size, eos_id):
     "`doc_pairs` of non-empty documents given as one array of all their tokens and the length of each."
     tokens, lengths = np.asarray(tokens, np.int64), np.asarray(lengths, np.int64)
@@ -273,8 +246,7 @@ class BaselineCounter:
             raise ValueError(f"eos_id {eos_id} is outside the vocabulary (vocab_size {vocab_size})")
         self.vocab_size, self.eos_id, self.tune_fraction, self.tune_pairs = vocab_size, eos_id, tune_fraction, tune_pairs
         self.fit = PairCounts(vocab_size)               # grows with the corpus: a dense table once it is large
-        self.tune = PairCounts(vocab_size, dense_after=math.inf)   # at most `tune_pairs`: sparse
-        self.heldout = PairStream(vocab_size, eos_id)                # a few % of the corpus: on disk, scored at the end
+        self.tune, self.heldout = (PairCounts(vocab_size, dense_after=math.inf) for _ in range(2))  # a few %: sparse
         self.n_train, self.heldout_chars, self.tune_seen = 0, 0, 0
 
     def add_train_flat(self, tokens, lengths):
@@ -291,7 +263,7 @@ class BaselineCounter:
 
     def add_heldout_flat(self, tokens, lengths, chars):
         "Held-out documents, and the number of characters of their text."
-        self.heldout.add(tokens, lengths); self.heldout_chars += int(chars)
+        self.heldout.add(*flat_pairs(tokens, lengths, self.vocab_size, self.eos_id)); self.heldout_chars += int(chars)
 
     def _flat(self, docs):
         doc_pairs(docs := [np.asarray(d) for d in docs], self.vocab_size, self.eos_id)   # its checks and messages
@@ -324,7 +296,8 @@ class BaselineCounter:
     def baselines(self, lam=None, k=1.0):
         "Both models fitted on the training counts and scored on the held-out ones."
         bi = self.bigram(lam, k)
-        return Baselines(*(self.heldout.score(m, self.heldout_chars) for m in (bi.unigram, bi)), bi.lam)
+        held = (*self.heldout.result(), self.heldout_chars)
+        return Baselines(score_counts(bi.unigram, *held), score_counts(bi, *held), bi.lam)
 
 # %% ../nbs/02b_baseline.ipynb #64be8049
 def counting_baselines(train_docs, heldout_docs, heldout_chars, vocab_size, eos_id, lam=None, k=1.0, tune_fraction=0.1):

@@ -317,8 +317,7 @@ class SeenDigests:
             if i < self.sorted.size and int(self.sorted[i]) == key: return False
         self.recent.add(key)
         if len(self.recent) >= self.buffer:
-            new = np.sort(np.fromiter(self.recent, np.uint64, len(self.recent)))   # none of them in `sorted` yet
-            self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)   # one copy, not union1d's three
+            self.sorted = np.union1d(self.sorted, np.fromiter(self.recent, np.uint64, len(self.recent)))
             self.recent = set()
         return True
 
