@@ -97,8 +97,8 @@ def step(self: KVCacheDecoder, tokens, start, pads):
 
 @patch
 def run(self: KVCacheDecoder, *args):
-    """`self(*args)`; inputs of shapes compiled before go through MindSpore's inference fast path (the phase
-    `increment`, as MindFormers decodes), which runs that graph without `Cell.__call__`'s checks of the arguments and
+    """`self(*args)`; inputs of shapes compiled before go through MindSpore's fast path for incremental
+    inference (a cell whose phase is `increment`), which runs that graph without `Cell.__call__`'s checks of the arguments and
     of every sub-cell: on a model as small as the running example those cost a good part of a decode call."""
     key, graph = tuple(a.shape for a in args), ms.get_context("mode") == ms.GRAPH_MODE   # shapes choose the graph
     if graph and key in self.graph_phases: self.phase_cache["increment"] = self.graph_phases[key]

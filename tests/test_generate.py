@@ -163,26 +163,21 @@ def test_generate_prompts_file_in_batches_with_verbose_timing(run_dir, tmp_path,
     assert [l.split()[0] for l in timing] == ["2", "1"] and all("first tokens after" in l for l in timing), batched.stderr
 
 
-@pytest.fixture(scope="module")
-def two_checkpoints(run_dir):
-    return run_dir
-
-
 @pytest.mark.parametrize("fmt", ["mindir", "onnx"])
-def test_export_passes_its_check_and_a_changed_model_fails_it(two_checkpoints, tmp_path, env, fmt):
+def test_export_passes_its_check_and_a_changed_model_fails_it(run_dir, tmp_path, env, fmt):
     f = tmp_path / f"model.{fmt}"
-    r = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, env=env)
+    r = llmpt("export", run_dir, "--format", fmt, "-o", f, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "step_6.ckpt" in r.stdout and "OK (float32 rule" in r.stdout and "top-1 agreement 100.0%" in r.stdout
     assert f.is_file() and not list(tmp_path.glob(".tmp_*"))
-    again = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, env=env)            # no silent overwrite
+    again = llmpt("export", run_dir, "--format", fmt, "-o", f, env=env)            # no silent overwrite
     assert again.returncode == 2 and "--overwrite" in again.stderr
-    ok = llmpt("export", two_checkpoints, "--format", fmt, "-o", f, "--check", env=env)
+    ok = llmpt("export", run_dir, "--format", fmt, "-o", f, "--check", env=env)
     assert ok.returncode == 0 and "OK" in ok.stdout
-    other = llmpt("export", two_checkpoints / "checkpoint" / "step_3.ckpt", "--format", fmt, "-o", f, "--check", env=env)
+    other = llmpt("export", run_dir / "checkpoint" / "step_3.ckpt", "--format", fmt, "-o", f, "--check", env=env)
     assert other.returncode == 1 and "MISMATCH" in other.stdout and "max relative logit difference" in other.stdout
 
 
-def test_export_refuses_an_unknown_format(two_checkpoints, tmp_path, env):
-    r = llmpt("export", two_checkpoints, "--format", "tflite", "-o", tmp_path / "m.tflite", env=env)
+def test_export_refuses_an_unknown_format(run_dir, tmp_path, env):
+    r = llmpt("export", run_dir, "--format", "tflite", "-o", tmp_path / "m.tflite", env=env)
     assert r.returncode == 2 and "invalid choice: 'tflite'" in r.stderr and "Traceback" not in r.stderr
