@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -203,8 +204,17 @@ class PairCounts:
             self._dense = np.zeros(size, self._counts.dtype); self._dense[self._codes] = self._counts
             self._codes, self._counts = self._codes[:0], self._counts[:0]
         if self._dense is not None:
-            np.add.at(self._dense, new, 1); return            # in place: no second table
+            np.add.at(self._dense, new, self._dense.dtype.type(1)); return  # in place; a 1 of the table's type: NumPy's fast path
         self._codes, self._counts = merge_counts(self._codes, self._counts, *np.unique(new, return_counts=True))
+
+    @contextmanager
+    def without(self, codes, counts):
+        "For a `with` block, these counts (of codes all counted here) taken out, in place: no copy of the table is made."
+        self._merge()
+        held, at = (self._dense, codes) if self._dense is not None else (self._counts, np.searchsorted(self._codes, codes))
+        held[at] -= counts.astype(held.dtype)
+        try: yield self
+        finally: held[at] += counts.astype(held.dtype)
 
     def table(self):
         "The dense table of all V * V counts (the counter's own, not a copy), or None while the counts are sparse."
@@ -238,15 +248,16 @@ class Baselines:
     def __str__(self): return format_baselines(self)
 
 class BaselineCounter:
-    """The counts both baselines need, added batch by batch: the pairs of the training documents (the
-    `tuning_documents` among them counted apart, to choose lambda on, up to `tune_pairs` pairs; later ones are counted
-    as training documents) and the pairs and characters of the held-out ones."""
+    """The counts both baselines need, added batch by batch: the pairs of the training documents (those of the first
+    `tuning_documents`, up to `tune_pairs` pairs, also counted apart: lambda is chosen on them, with the training counts
+    less theirs) and the pairs and characters of the held-out ones."""
     def __init__(self, vocab_size, eos_id, tune_fraction=0.1, tune_pairs=1 << 22):
         if not 0 <= eos_id < vocab_size:
             raise ValueError(f"eos_id {eos_id} is outside the vocabulary (vocab_size {vocab_size})")
         self.vocab_size, self.eos_id, self.tune_fraction, self.tune_pairs = vocab_size, eos_id, tune_fraction, tune_pairs
-        self.fit = PairCounts(vocab_size)               # grows with the corpus: a dense table once it is large
-        self.tune, self.heldout = (PairCounts(vocab_size, dense_after=math.inf) for _ in range(2))  # a few %: sparse
+        self.fit = PairCounts(vocab_size)               # all training pairs: a dense table once the corpus is large
+        # a few % of the pairs: sparse, merged every million so that their buffers stay small beside what they hold
+        self.tune, self.heldout = (PairCounts(vocab_size, buffer=1 << 20, dense_after=math.inf) for _ in range(2))
         self.n_train, self.heldout_chars, self.tune_seen = 0, 0, 0
 
     def add_train_flat(self, tokens, lengths):
@@ -258,7 +269,7 @@ class BaselineCounter:
         self.tune_seen = int(seen[-1]) if len(seen) else self.tune_seen
         tune &= seen <= self.tune_pairs                           # the first ones are enough to choose lambda on
         tune = np.repeat(tune, pairs)
-        self.fit.add(ctx[~tune], tgt[~tune]); self.tune.add(ctx[tune], tgt[tune])
+        self.fit.add(ctx, tgt); self.tune.add(ctx[tune], tgt[tune])
         self.n_train += len(lengths)
 
     def add_heldout_flat(self, tokens, lengths, chars):
@@ -278,20 +289,17 @@ class BaselineCounter:
         if not len(codes):
             raise ValueError(f"cannot choose lam: the {self.n_train} training document(s) include no tuning document (one "
                              f"in every {1 / self.tune_fraction:.0f}): give more documents, or pass lam explicitly")
+        with self.fit.without(codes, counts):                  # a model that has not seen the pairs it is tuned on
+            return best_lambda(self._model(0.5, k), codes, counts, grid)
+
+    def _model(self, lam, k):
         table = self.fit.table()
-        fit = self.fit.result() if table is None else (None, table)
-        return best_lambda(Bigram.from_counts(*fit, self.vocab_size, k=k), codes, counts, grid)
+        return Bigram.from_counts(*(self.fit.result() if table is None else (None, table)), self.vocab_size, lam, k)
 
     def bigram(self, lam=None, k=1.0):
-        "The bigram of all training documents; `lam=None` chooses lambda on the tuning documents first."
-        if lam is None: lam = self.choose_lambda(k)
-        (b, nb), table = self.tune.result(), self.fit.table()
-        if table is not None:                                   # the tuning pairs added to a copy of the dense table
-            wide = self.fit.total + self.tune.total > np.iinfo(np.uint32).max
-            table = table.astype(np.int64 if wide else table.dtype); table[b] += nb.astype(table.dtype)
-            return Bigram.from_counts(None, table, self.vocab_size, lam, k)
-        a, na = self.fit.result()
-        return Bigram.from_counts(*merge_counts(a, na.copy(), b, nb), self.vocab_size, lam, k)
+        """The bigram of all training documents; `lam=None` chooses lambda on the tuning documents first. It holds the
+        counter's own counts, not a copy (a 256 MB table at 8,000 pieces): add no more documents while it is in use."""
+        return self._model(self.choose_lambda(k) if lam is None else lam, k)
 
     def baselines(self, lam=None, k=1.0):
         "Both models fitted on the training counts and scored on the held-out ones."

@@ -317,7 +317,8 @@ class SeenDigests:
             if i < self.sorted.size and int(self.sorted[i]) == key: return False
         self.recent.add(key)
         if len(self.recent) >= self.buffer:
-            self.sorted = np.union1d(self.sorted, np.fromiter(self.recent, np.uint64, len(self.recent)))
+            new = np.sort(np.fromiter(self.recent, np.uint64, len(self.recent)))
+            self.sorted = np.insert(self.sorted, np.searchsorted(self.sorted, new), new)   # one copy, in order
             self.recent = set()
         return True
 

@@ -30,7 +30,7 @@ from .corpus import (COMPRESSED, SeenDigests, blend_entries, chunk_document, cle
                              digest, heldout_document, iter_blend, iter_documents)
 from .tokenizer import (TRAINER_DEFAULTS, RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report,
                                 train_tokenizer)
-from .data import MindRecordWriter, Packer, stored_columns
+from .data import MindRecordWriter, Packer, _trim_heap, stored_columns
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
@@ -329,7 +329,8 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                  val=dict(path=data_dir / 'val.mindrecord', row_length=width, columns=columns, overwrite=True,
                           max_bytes=_max_bytes(files, val_fraction), file_rows=file_rows))
     with bar, WriterProcess(specs, separate=workers > 0) as out:
-        for b in stream_batches(raw(bar), tok.model_file, cleaning, workers):
+        for i, b in enumerate(stream_batches(raw(bar), tok.model_file, cleaning, workers)):
+            if i % 8 == 0: _trim_heap()       # freed scratch arrays back to the system: memory stays flat however long
             stats.update(b['stats'])
             new = np.fromiter((seen.add(k) for k in b['keys']), bool, len(b['keys']))
             stats['dropped: duplicate'] += int((~new).sum())
