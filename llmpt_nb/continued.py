@@ -24,7 +24,7 @@ from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import set_context, Trainer
 from .checkpoint import atomic_write_text
-from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan
+from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
 from .pipeline import resolve_config, run_folder, run_lock, resume_config, fit_on_every_rank, config_callbacks
 from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits
 from .testing import import_transformers
@@ -388,7 +388,7 @@ def mlm_summary(cfg, run, out, seconds):
                 tokens_seen=tr.state["tokens_seen"], padding={k: v for k, v in pad.items() if k != "shapes"},
                 shapes=[list(s) for s in pad["shapes"]], tokenizer=dict(vocab=len(run.tok), exact_ratio=run.report.exact_ratio,
                 unk_rate=run.report.unk_rate), checkpoint=str(ckpt), hf_export=str(hf_dir), export_max_abs_diff=diff,
-                amp_level=cfg.amp_level, peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
+                amp_level=cfg.amp_level, parallel=parallel_summary(cfg, tr.world_size), peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
 
 # %% ../nbs/11_continue_pretrain.ipynb #a54d7547
 def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, resume=False, verbose=True):

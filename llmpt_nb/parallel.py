@@ -6,9 +6,9 @@
 __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcast_parameters', 'check_shard_files',
            'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroShards', 'GatherShard', 'Zero3Linear', 'Zero3RMSNorm',
            'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model', 'build_train_cells', 'rank_memory',
-           'comm_per_step', 'zero_memory_per_rank', 'parallel_plan', 'train_cells_from_config', 'tiny_llama',
-           'train_steps', 'run_stage', 'run_worker', 'collect_results', 'load_weights', 'max_weight_diff',
-           'results_table']
+           'comm_per_step', 'zero_memory_per_rank', 'parallel_plan', 'engine_grad_reducer', 'parallel_summary',
+           'train_cells_from_config', 'tiny_llama', 'train_steps', 'run_stage', 'run_worker', 'collect_results',
+           'load_weights', 'max_weight_diff', 'results_table']
 
 # %% ../nbs/09a_parallel.ipynb #9f437c81
 import argparse, functools, json, math, os, resource, sys, time
@@ -272,8 +272,9 @@ def unshard_model(net):
 TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params")
 
 def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, beta1=0.9, beta2=0.95,
-                      eps=1e-8, weight_decay=0.0, max_grad_norm=1.0, use_clip=True):
-    "Optimizer, gradient buffers, accumulate and apply Cells for data parallel (stage 0) or ZeRO stage 1/2/3."
+                      eps=1e-8, weight_decay=0.0, max_grad_norm=1.0, use_clip=True, grad_reducer=None):
+    """Optimizer, gradient buffers, accumulate and apply Cells for data parallel (stage 0) or ZeRO stage 1/2/3.
+    `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default: this chapter's `GradAllReduce`)."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     if zero_stage == 3 and not any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
@@ -284,7 +285,7 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     optimizer = AdamW(params, beta1, beta2, eps, weight_decay, zero=zero)
     accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage >= 2 else None)
     accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage >= 2 else None)
-    reducer = GradAllReduce(world_size) if world_size > 1 else None
+    reducer = grad_reducer or (GradAllReduce(world_size) if world_size > 1 else None)
     sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
     apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
                       grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None,
@@ -323,15 +324,15 @@ def zero_memory_per_rank(n_params, world_size, zero_stage, param_bytes=4, grad_b
     return out
 
 # %% ../nbs/09a_parallel.ipynb #c14e6cee
-def parallel_plan(cfg, world_size):
-    "Which data-parallel / ZeRO implementation this config and world size use; a dict."
+def _zero_stage(cfg):
+    "The config's ZeRO stage: parallel_optimizer_config.zero_stage, or 1 when only enable_parallel_optimizer is set."
     par = cfg.get("parallel", {}) or {}
-    poc = par.get("parallel_optimizer_config", {}) or {}
-    stage = poc.get("zero_stage", 0) or 0
+    stage = (par.get("parallel_optimizer_config", {}) or {}).get("zero_stage", 0) or 0
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {stage!r}")
-    if stage == 0 and par.get("enable_parallel_optimizer"):
-        stage = 1
+    return 1 if stage == 0 and par.get("enable_parallel_optimizer") else stage
+
+def _check_parallel_config(cfg, world_size):
     pc = cfg.get("parallel_config", {}) or {}
     dp = pc.get("data_parallel", 1) or 1
     if dp not in (1, world_size):
@@ -340,35 +341,52 @@ def parallel_plan(cfg, world_size):
     for key in ("model_parallel", "pipeline_stage"):
         if (pc.get(key, 1) or 1) != 1:
             raise ValueError(f"parallel_config.{key}={pc[key]} is not supported by llmpt_nb (data parallel and "
-                             f"ZeRO only): set it to 1")
+                             f"ZeRO only): set it to 1, or hand the run to MindFormers (llmpt export-config)")
+
+# %% ../nbs/09a_parallel.ipynb #6e13b667
+def parallel_plan(cfg, world_size):
+    "Which engine runs data parallel / ZeRO for this config and world size; a dict (see the table above)."
+    stage = _zero_stage(cfg)
+    _check_parallel_config(cfg, world_size)
     device = (cfg.get("context", {}) or {}).get("device_target", "CPU")
+    plan = dict(world_size=world_size, zero_stage=stage, device_target=device, backend="mindspore",
+                mindspore_context=None)
     if world_size == 1:
-        return dict(world_size=1, zero_stage=0, backend="single", device_target=device, mindspore_context=None)
-    if device == "CPU":
-        return dict(world_size=world_size, zero_stage=stage, backend="llmpt_nb", device_target=device,
-                    mindspore_context=None)
-    ctx = dict(parallel_mode="data_parallel" if stage == 0 else "semi_auto_parallel", gradients_mean=True,
-               device_num=world_size)
+        return dict(plan, zero_stage=0, backend="single")
+    if stage and device == "CPU":  # MindSpore's optimizer parallel refuses a CPU
+        return dict(plan, backend="llmpt_nb")
+    # gradients summed, not averaged: the apply step divides by micro-batches x ranks, as for one process
+    ctx = dict(parallel_mode="data_parallel", gradients_mean=False, device_num=world_size)
     if stage:
-        shard = poc.get("optimizer_weight_shard_size", -1) or -1
-        ctx.update(enable_parallel_optimizer=True,
+        shard = (cfg.parallel.get("parallel_optimizer_config", {}) or {}).get("optimizer_weight_shard_size", -1) or -1
+        ctx.update(parallel_mode="semi_auto_parallel", dataset_strategy="data_parallel", enable_parallel_optimizer=True,
                    parallel_optimizer_config={"optimizer_level": f"level{stage}", "optimizer_weight_shard_size": shard})
-    return dict(world_size=world_size, zero_stage=stage, backend="mindspore", device_target=device, mindspore_context=ctx)
+    return dict(plan, mindspore_context=ctx)
 
 # %% ../nbs/09a_parallel.ipynb #3dbd8af0
-def train_cells_from_config(net, loss_net, cfg, rank, world_size):
-    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage (CPU, or one process)."
+def engine_grad_reducer(params, plan):
+    "Set MindSpore's parallel context from the plan; returns the apply step's gradient reducer for that mode."
+    ms.set_auto_parallel_context(**plan["mindspore_context"])
+    if plan["mindspore_context"]["parallel_mode"] == "data_parallel":
+        return nn.DistributedGradReducer(params, mean=False, degree=plan["world_size"])
+    return GradAllReduce(1)  # semi_auto_parallel: the compiler reduces the gradients; pass them through
+
+def parallel_summary(cfg, world_size):
+    "What a run's summary.json records of its parallel engine: backend, mode, workers, ZeRO stage, device."
     plan = parallel_plan(cfg, world_size)
-    if plan["backend"] == "mindspore":
-        raise ValueError(
-            f"{world_size} workers on {plan['device_target']}: llmpt_nb's data-parallel and ZeRO cells are built and "
-            "tested on CPU only, and MindSpore's own optimizer parallel (the plan's mindspore_context) is not wired "
-            f"into the Trainer yet. Run one worker per job on {plan['device_target']}, or several on "
-            "--context.device_target=CPU")
+    mode = (plan["mindspore_context"] or {}).get("parallel_mode", "stand_alone" if world_size == 1 else "llmpt_nb cells")
+    return dict(backend=plan["backend"], mode=mode, world_size=world_size, zero_stage=plan["zero_stage"],
+                device_target=plan["device_target"])
+
+def train_cells_from_config(net, loss_net, cfg, rank, world_size):
+    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage, on the plan's engine."
+    plan = parallel_plan(cfg, world_size)
+    engine = plan["backend"] == "mindspore"
+    reducer = engine_grad_reducer(net.trainable_params(), plan) if engine else None
     opt, wrap = cfg.optimizer, cfg.runner_wrapper
-    return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps, plan["zero_stage"],
-                             rank, world_size, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
-                             wrap.max_grad_norm, wrap.use_clip_grad)
+    return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps,
+                             0 if engine else plan["zero_stage"], rank, world_size, opt.beta1, opt.beta2, opt.eps,
+                             opt.weight_decay, wrap.max_grad_norm, wrap.use_clip_grad, grad_reducer=reducer)
 
 # %% ../nbs/09a_parallel.ipynb #d70ba27f
 def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0,
@@ -393,7 +411,7 @@ def train_steps(net, cells, batches, lrs, scale=1.0):
 # %% ../nbs/09a_parallel.ipynb #3a9d6d93
 def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m llmpt_nb.parallel", description="data parallel / ZeRO experiment worker")
-    p.add_argument("--stage", default="0", help="ZeRO stage(s), e.g. 0 or 0,1,2,3 (0: data parallel)")
+    p.add_argument("--stage", default="0", help="ZeRO stage(s), e.g. 0 or dp,0,1,2,3 (0: data parallel on this chapter's cells, dp: on MindSpore's engine)")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--micro-batches", type=int, default=4, help="per optimizer step, over all ranks")
@@ -433,12 +451,16 @@ def _io_bytes():
 
 # %% ../nbs/09a_parallel.ipynb #ee90d292
 def run_stage(stage, args, rank, world):
-    "Train a fresh tiny LLaMA at ZeRO `stage` (0 = data parallel) on this rank; returns (record, final weights)."
-    accum = args.micro_batches // world
+    """Train a fresh tiny LLaMA at ZeRO `stage` (0 = data parallel; "dp": data parallel on MindSpore's engine) on this
+    rank; returns (record, final weights)."""
+    engine, stage, accum = stage == "dp", 0 if stage == "dp" else int(stage), args.micro_batches // world
     net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed,
                      head_dim=args.head_dim, qkv_has_bias=args.qkv_bias, qk_layernorm=args.qk_norm)
     broadcast_parameters(net.trainable_params(), world)
-    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, weight_decay=args.weight_decay)
+    plan = dict(world_size=world, mindspore_context=dict(parallel_mode="data_parallel", device_num=world))
+    reducer = engine_grad_reducer(net.trainable_params(), plan) if engine and world > 1 else None
+    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, weight_decay=args.weight_decay,
+                              grad_reducer=reducer)
     data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
     mine = data[:, rank * accum:(rank + 1) * accum].astype(np.int32)
     batches = [[(m, m) for m in step] for step in mine]
@@ -453,7 +475,8 @@ def run_stage(stage, args, rank, world):
         print(f"stage {stage} rank {rank} step {step + 1} loss {l[0]:.4f} {t[0] * 1e3:.0f} ms", flush=True)
     io.append(_io_bytes())
     later = [b[0] - a[0] for a, b in zip(io[1:], io[2:])]  # steps after the first (which compiles)
-    rec = dict(rank=rank, world_size=world, stage=stage, accum_steps=accum, losses=losses,
+    ms.reset_auto_parallel_context()
+    rec = dict(rank=rank, world_size=world, stage=stage, engine="mindspore" if engine else "llmpt_nb", accum_steps=accum, losses=losses,
                step_ms=[t * 1e3 for t in times], step_ms_median=float(np.median(times[1:] or times) * 1e3),
                n_params=sum(int(np.prod(s)) for s in full_shapes(net)), **rank_memory(net, cells),
                **comm_per_step(net, cells, stage, accum, world), io_write_bytes_per_step=float(np.median(later or [0])),
@@ -469,7 +492,7 @@ def run_worker(argv=None):
     if args.micro_batches % world:
         raise ValueError(f"--micro-batches {args.micro_batches} does not divide over {world} ranks")
     recs = []
-    for stage in [int(x) for x in str(args.stage).split(",")]:
+    for stage in str(args.stage).split(","):
         rec, weights = run_stage(stage, args, rank, world)
         out = Path(args.out) / f"stage{stage}"
         out.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate,
 from .trainer import Trainer, LivePlot, TensorBoardLog, ProfileWindow, batches_of, set_context
 from .checkpoint import CheckpointMonitor, latest_checkpoint, atomic_write_text
 from .amp import DynamicLossScale, apply_amp_level, estimate_memory, llama_params
-from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
+from .parallel import init_distributed, barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config, parallel_summary
 
 # %% ../nbs/10_pretrain.ipynb #e5726026
 register("model", "LlamaForCausalLM")(LlamaForCausalLM)
@@ -472,7 +472,7 @@ def finish_run(cfg, run, out, seconds):
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
         tokens_seen=run.trainer.state["tokens_seen"], peak_rss_mb=history[-1]["peak_rss_mb"],
         roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"], sources=run.sources,
-        skipped_steps=run.trainer.state["skipped_steps"],
+        skipped_steps=run.trainer.state["skipped_steps"], parallel=parallel_summary(cfg, run.trainer.world_size),
         checkpoint=str(latest_checkpoint(out / "checkpoint")[0]), prompt=prompt, sample=sample, seconds=seconds)
     if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
         b = run.baselines

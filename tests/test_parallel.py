@@ -18,8 +18,8 @@ def runs(tmp_path_factory):
 
 
 def two_and_one(out):
-    "The four stages in one two-worker job into out/two, stage 0 in one process into out/one."
-    code = launch(["python", "-m", "llmpt_nb.parallel", "--stage", "0,1,2,3", *ARGS, "--out", str(out / "two")],
+    "Data parallel on MindSpore's engine and the four stages in one two-worker job into out/two, stage 0 in one process into out/one."
+    code = launch(["python", "-m", "llmpt_nb.parallel", "--stage", "dp,0,1,2,3", *ARGS, "--out", str(out / "two")],
                   workers=2, log_dir=out / "logs", echo=None, timeout=900)
     assert code == 0, f"the two-worker job failed: logs in {out / 'logs'}"
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
@@ -42,7 +42,7 @@ def max_diff(a, b):
     return max(float(np.abs(a[k] - b[k]).max()) for k in a)
 
 
-@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+@pytest.mark.parametrize("stage", ["dp", 0, 1, 2, 3])
 def test_ranks_end_identical(runs, stage):
     assert max_diff(weights(runs / "two", stage, 0), weights(runs / "two", stage, 1)) == 0.0
 
@@ -76,3 +76,11 @@ def test_communication_grows_with_the_stage(runs):
     written = [record(runs / "two", s, 0)["io_write_bytes_per_step"] for s in range(4)]
     if written[0]:  # /proc/self/io available: the measured bytes follow the same order
         assert written[0] < written[1] < written[2] < written[3]
+
+
+def test_mindspore_engine_matches_the_chapters_cells_and_one_process(runs):
+    "MindSpore's data_parallel mode with its DistributedGradReducer trains as chapter 09a's GradAllReduce does."
+    engine = weights(runs / "two", "dp", 0)
+    assert record(runs / "two", "dp", 0)["engine"] == "mindspore" and record(runs / "two", 0, 0)["engine"] == "llmpt_nb"
+    assert max_diff(engine, weights(runs / "two", 0, 0)) < TOL
+    assert max_diff(engine, weights(runs / "one", 0, 0)) < TOL
