@@ -259,8 +259,9 @@ def save(self: CheckpointMonitor, tr):
         last = latest_checkpoint(folder, healthy=True)
         raise FloatingPointError(
             f"non-finite values at step {tr.step} in {', '.join(bad[:4]) or 'another rank'}"
-            f"{' ...' if len(bad) > 4 else ''}: this state was not saved. The last good checkpoint is "
-            f"{last[0] if last else 'none'}; lower the learning rate or check the data, then resume from it.")
+            f"{' ...' if len(bad) > 4 else ''}: this state was not saved. " + (f"The last good checkpoint is {last[0]}; "
+            "lower the learning rate or check the data, then resume from it." if last else "No checkpoint of this run "
+            "was written before it: lower the learning rate or check the data, then start the run again."))
     self.saved_step, fmt = tr.step, tr.cfg.get("checkpoint", {}).get("format", "ckpt")
     if sharded:
         save_checkpoint(folder / f"step_{tr.step}.rank{tr.rank}.{fmt}", moments(tr))

@@ -6,7 +6,7 @@ forward pass, and `llmpt generate` on a run folder, a checkpoint or a Hugging Fa
 
 # %% auto #0
 __all__ = ['BUCKET', 'RUNNING_EXAMPLE', 'SETTINGS', 'sample_next', 'KVCacheDecoder', 'generate_ids', 'slots_needed',
-           'generate_batch', 'Generator', 'load_generator', 'keep_run', 'run_generate']
+           'generate_batch', 'Generator', 'load_generator', 'keep_run', 'check_generate_args', 'run_generate']
 
 # %% ../nbs/10d_generate.ipynb #5660ac76
 import json, shutil, sys, time
@@ -261,19 +261,35 @@ def keep_run(run, dest):
 
 # %% ../nbs/10d_generate.ipynb #a3de0b64
 SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty")
+_VALID = dict(max_new_tokens=("1 or more", lambda v: v >= 1), temperature=("0 or more (0: greedy)", lambda v: v >= 0),
+              top_k=("0 or more (0: all pieces)", lambda v: v >= 0), top_p=("above 0 and at most 1", lambda v: 0 < v <= 1),
+              repetition_penalty=("above 0 (1: none)", lambda v: v > 0), num_samples=("1 or more", lambda v: v >= 1),
+              batch_size=("1 or more", lambda v: v >= 1))
+
+def check_generate_args(args):
+    "Refuse settings that mean nothing and read the --prompts file, before any model loads; returns the prompts."
+    for k, (rule, ok) in _VALID.items():
+        v = getattr(args, k, None)
+        if v is not None and not ok(v):
+            raise ValueError(f"--{k} must be {rule}, got {v:g}")
+    prompts = list(args.prompt or [])
+    if args.prompts:
+        try:
+            prompts += [l for l in Path(args.prompts).read_text(encoding="utf-8").splitlines() if l.strip()]
+        except UnicodeDecodeError as e:
+            raise ValueError(f"--prompts {args.prompts} is not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}): "
+                             "save it as UTF-8, one prompt per line") from None
+    return prompts
 
 def run_generate(args, overrides=()):
     "`llmpt generate`: print each prompt with its continuations; returns {'prompts', 'texts', 'weights'}."
     if overrides:
         raise ValueError(f"llmpt generate has no option {overrides[0].split('=')[0]!r}: see llmpt generate --help")
     from llmpt_nb.trainer import set_context
+    prompts = check_generate_args(args)
     gen, cfg, weights = load_generator(args.run, cache=not args.no_cache)
     set_context(gen.context)                      # GRAPH_MODE and the device of the run's (or packaged) config
     gen.batch_size = getattr(args, "batch_size", None) or gen.batch_size
-    if gen.batch_size < 1: raise ValueError(f"--batch_size must be 1 or more, got {gen.batch_size}")
-    prompts = list(args.prompt or [])
-    if args.prompts:
-        prompts += [l for l in Path(args.prompts).read_text(encoding="utf-8").splitlines() if l.strip()]
     if not (prompts or cfg.prompt):
         raise ValueError(f"no prompt: give --prompt TEXT or --prompts FILE ({args.run} records no generation.prompt)")
     prompts = prompts or [cfg.prompt]

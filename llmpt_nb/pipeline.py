@@ -7,7 +7,7 @@ __all__ = ['SMOKE_OVERRIDES', 'RESUME_MAY_CHANGE', 'resolve_config', 'load_docum
            'prepare_tokenizer', 'prepare', 'check_output_dir', 'stopped_preparation', 'run_folder',
            'prepare_output_dir', 'run_lock', 'resume_config', 'check_memory', 'checkpoint_tokenizer',
            'check_pretrained', 'model_at', 'load_pretrained', 'config_callbacks', 'build_model', 'existing_data',
-           'weights_digest', 'fit_on_every_rank', 'start_run', 'record_changes', 'sample_text', 'held_out_opening',
+           'weights_digest', 'fit_on_every_rank', 'start_run', 'ChangesRecord', 'sample_text', 'held_out_opening',
            'finish_run', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
@@ -436,11 +436,21 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
                            sources=record.get("sources"))
 
 # %% ../nbs/10_pretrain.ipynb #9fe9d0e5
-def record_changes(out, cfg, changes, step):
-    "Write the accepted config of a resumed run to config.yaml and note what changed in metrics.jsonl at `step`."
-    cfg.to_yaml(Path(out) / "config.yaml")
-    with open(Path(out) / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"step": step, "config_change": {k: list(v) for k, v in changes.items()}}) + "\n")
+class ChangesRecord:
+    """Callback of a resumed run with changed settings: once the checkpoint has loaded (order 1.5, after chapter 06's
+    CheckpointMonitor), write the accepted config to config.yaml and a `config_change` record at the step the run
+    resumed from. A checkpoint that does not load leaves both files as they were."""
+    order = 1.5
+
+    def __init__(self, cfg, changes, say=print): self.cfg, self.changes, self.say = cfg, changes, say
+
+    def before_fit(self, trainer, resume):
+        if not trainer.is_main:
+            return
+        self.say("resuming with changed settings: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in self.changes.items()))
+        self.cfg.to_yaml(trainer.output_dir / "config.yaml")
+        with open(trainer.output_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps({"step": trainer.step, "config_change": {k: list(v) for k, v in self.changes.items()}}) + "\n")
 
 
 def sample_text(net, tok, gen, seed, prompt=None):
@@ -494,9 +504,9 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     rank, world = init_distributed()
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
     with run_lock(cfg.output_dir, rank, say):          # one run per folder, until this one ends
-        resumed, changes, at = resume or cfg.resume_training, {}, 0
+        resumed, changes = resume or cfg.resume_training, {}
         if resumed:
-            cfg, changes, at = resume_config(cfg, overrides, allow_changes)
+            cfg, changes, _ = resume_config(cfg, overrides, allow_changes)
         if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
             raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
                              "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
@@ -507,9 +517,8 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
             run = start_run(cfg, out, rank, world, resumed, live, verbose)
             if commit:
                 commit()  # the new run has started: only now does the run it replaces go
-        if changes and rank == 0:
-            say("resuming with changed settings: " + "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items()))
-            record_changes(out, cfg, changes, at)
+        if changes:  # written once the checkpoint has loaded, never before
+            run.trainer.callbacks = sorted([*run.trainer.callbacks, ChangesRecord(cfg, changes, say)], key=lambda c: c.order)
         history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
         if other_rank:
             return other_rank

@@ -596,8 +596,8 @@ def count_overflow(self: Trainer, finite):
     if st["overflows_in_row"] >= limit:
         raise FloatingPointError(
             f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
-            f"scale {st['loss_scale']:g}): training stopped without saving. The last good checkpoint is "
-            f"{self.last_checkpoint()}. Lower the learning rate, check the data, or raise "
+            f"scale {st['loss_scale']:g}): training stopped without saving. {self.last_checkpoint()} Lower the "
+            "learning rate, check the data, or raise "
             "runner_wrapper.max_consecutive_overflows.")
 
 def spike_threshold(cfg):
@@ -618,15 +618,17 @@ def count_spike(self: Trainer, skipped, norm):
     if st["spikes_in_row"] >= limit:
         raise FloatingPointError(
             f"{st['spikes_in_row']} optimizer steps in a row had a global gradient norm above monitor_config."
-            f"global_norm_spike_threshold {self.spike_threshold:g} (step {self.step}: {norm:.4g}): training stopped. The "
-            f"last good checkpoint is {self.last_checkpoint()}. Lower the learning rate, check the data, or raise the "
+            f"global_norm_spike_threshold {self.spike_threshold:g} (step {self.step}: {norm:.4g}): training stopped. "
+            f"{self.last_checkpoint()} Lower the learning rate, check the data, or raise the "
             "threshold (it applies to the log line's grad_norm, before clipping).")
 
 @patch
 def last_checkpoint(self: Trainer):
-    "The newest complete checkpoint, as the checkpoint callback (chapter 06) knows it, or 'none'."
+    "A sentence naming the newest complete checkpoint, as the checkpoint callback (chapter 06) knows it, or saying there is none."
     saver = next((c for c in self.callbacks if hasattr(c, "last_checkpoint")), None)
-    return (saver.last_checkpoint(self) if saver else None) or "none"
+    path = saver.last_checkpoint(self) if saver else None
+    return f"The last good checkpoint is {path}." if path else \
+        "No checkpoint of this run was written before it: start the run again (it has nothing to resume from)."
 
 @patch
 def _call(self: Trainer, hook, *args):

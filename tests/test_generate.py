@@ -65,10 +65,18 @@ def test_generate_from_a_converted_hugging_face_folder(run_dir, tmp_path, env):
 def test_bad_inputs_get_one_sentence(run_dir, tmp_path, env):
     empty = tmp_path / "empty_run"
     empty.mkdir(); (empty / "checkpoint").mkdir(); (empty / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    latin1 = tmp_path / "prompts.txt"
+    latin1.write_bytes("café\n".encode("latin-1"))
     for args, needle in [((empty,), "without a complete checkpoint"),
                          ((run_dir, "--prompt", "中国" * 300), "shorten it"),
                          ((tmp_path / "nothing",), "is not a model"),
-                         ((run_dir, "--temprature=0.5"), "has no option")]:
+                         ((run_dir, "--temprature=0.5"), "has no option"),
+                         ((run_dir, "--top_p", "0"), "--top_p must be above 0 and at most 1, got 0"),
+                         ((run_dir, "--top_p", "1.5"), "--top_p must be above 0 and at most 1, got 1.5"),
+                         ((run_dir, "--temperature", "-1"), "--temperature must be 0 or more"),
+                         ((run_dir, "--max_new_tokens", "0"), "--max_new_tokens must be 1 or more"),
+                         ((run_dir, "--num_samples", "0"), "--num_samples must be 1 or more"),
+                         ((run_dir, "--prompts", latin1), "is not UTF-8 text")]:
         r = llmpt("generate", *args, env=env)
         assert r.returncode == 2 and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
         assert needle in r.stderr, (needle, r.stderr[-2000:])

@@ -159,6 +159,21 @@ def test_resume_refuses_changed_settings_and_names_them(base, tmp_path, env):
     assert snapshot(out) == before                              # config.yaml, checkpoints, metrics untouched
 
 
+def test_failed_resume_with_accepted_changes_leaves_the_run_as_it_was(base, tmp_path, env):
+    """--allow-config-change with a change the checkpoint cannot load into (another hidden_size) fails before anything
+    is written: config.yaml and metrics.jsonl as they were, so a plain --resume then continues the run."""
+    out = copy_run(base, tmp_path)
+    before = snapshot(out)
+    r = llmpt("pretrain", "--resume", "--model.model_config.hidden_size=64", "--allow-config-change",
+              f"--output_dir={out}", env=env)
+    check_error(r, "does not fit the model", "model.layers.0.self_attn.q_proj.weight")
+    assert snapshot(out) == before
+    r = llmpt("pretrain", "--resume", "--runner_config.max_steps=7", f"--output_dir={out}", env=env)
+    assert r.returncode == 0 and "resumed from step 6" in r.stdout, r.stderr[-3000:]
+    assert [m["step"] for m in metrics(out) if "loss" in m] == list(range(1, 8))
+    assert [m["step"] for m in metrics(out) if "config_change" in m] == [6]   # at the step it resumed from
+
+
 def test_resume_without_a_complete_checkpoint_starts_clean_and_records_accepted_changes(base, tmp_path, env):
     out = copy_run(base, tmp_path)
     for f in (out / "checkpoint").glob("*.json"):
