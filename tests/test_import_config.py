@@ -147,6 +147,54 @@ def test_2x_dense_template_reads_the_model_from_pretrained_model_dir(tmp_path, e
     assert (c.runner_wrapper.scale_sense.type, c.context.mode) == ("FixedLossScaleUpdateCell", "GRAPH_MODE")
 
 
+SMOLLM2_HF5 = {   # a LLaMA config.json as transformers 5 writes it (SmolLM2-135M's shape): rope_theta inside rope_parameters
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+    "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "hidden_act": "silu",
+    "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "tie_word_embeddings": True, "vocab_size": 49152,
+    "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}, "dtype": "bfloat16", "transformers_version": "5.0.0"}
+SMOLLM2_HF4 = {**{k: v for k, v in SMOLLM2_HF5.items() if k != "rope_parameters"}, "rope_theta": 100000.0, "rope_scaling": None}
+
+
+def _template_with(tmp_path, hf):
+    "MindFormers 2.1's dense template, its pretrained_model_dir (path/to/model_dir) holding `hf` as config.json."
+    shutil.copy(MF2 / "llm_pretrain_dense_template.yaml", tmp_path / "template.yaml")
+    (tmp_path / "path" / "to" / "model_dir").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "path" / "to" / "model_dir" / "config.json").write_text(json.dumps(hf))
+    return "template.yaml"
+
+
+@pytest.mark.parametrize("hf", [SMOLLM2_HF5, SMOLLM2_HF4], ids=["transformers5", "transformers4"])
+def test_hf_rope_theta_is_read_where_transformers_writes_it(tmp_path, env, hf):
+    "rope_parameters.rope_theta (transformers 5) or a top-level rope_theta: 100000, not MindFormers' default 10000."
+    r, text = _import(tmp_path, env, _template_with(tmp_path, hf))
+    assert r.returncode == 0, text[-3000:]
+    ours = yaml.safe_load((tmp_path / "ours.yaml").read_text())
+    assert ours["model"]["model_config"]["rope_theta"] == 100000.0
+    assert "| model.model_config.theta |" not in r.stdout               # no (absent) row: MindFormers' default is not used
+    from llmpt_nb.config import load_config
+    mc = load_config(tmp_path / "ours.yaml").model.model_config
+    assert (mc.rope_theta, mc.num_layers, mc.hidden_size, mc.num_heads, mc.n_kv_heads) == (100000.0, 30, 576, 9, 3)
+
+
+@pytest.mark.parametrize("rope, says", [
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, "rope_theta": 1e5}},
+     "config.json.rope_parameters.rope_type: yarn"),
+    ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 8192, "rope_theta": 5e5}},
+     "config.json.rope_parameters.rope_type: llama3"),
+    ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "config.json.rope_scaling.type: linear"),
+    ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "config.json.rope_scaling.rope_type: dynamic")],
+    ids=["yarn", "llama3", "linear", "dynamic"])
+def test_rope_scaling_is_refused_naming_the_key(tmp_path, env, rope, says):
+    "A RoPE other than plain (rope_type default) is refused in one sentence: the key, and what to change; nothing written."
+    base = SMOLLM2_HF5 if "rope_parameters" in rope else SMOLLM2_HF4
+    r, text = _import(tmp_path, env, _template_with(tmp_path, {**base, **rope}))
+    assert r.returncode == 2, text[-3000:]
+    assert says in r.stderr and "set rope_type to default" in r.stderr, r.stderr
+    assert "Traceback" not in text and "train with" not in text and not (tmp_path / "ours.yaml").exists()
+    assert len(r.stderr.strip().splitlines()) == 1                     # one sentence
+
+
 @pytest.mark.parametrize("name, keys", [
     ("pretrain_qwen3_moe_30b_a3b.yaml", ["a mixture of experts", "model.model_config.num_experts: 128",
                                          "model.model_config.num_experts_per_tok: 8"]),
