@@ -177,13 +177,36 @@ def test_export_passes_its_check_and_a_changed_model_fails_it(run_dir, tmp_path,
     r = llmpt("export", run_dir, "--format", fmt, "-o", f, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "step_6.ckpt" in r.stdout and "OK (float32 rule" in r.stdout and "top-1 agreement 100.0%" in r.stdout
-    assert f.is_file() and not list(tmp_path.glob(".tmp_*"))
+    assert f.is_file() and [p.name for p in tmp_path.iterdir()] == [f.name]        # nothing half-written beside it
     again = llmpt("export", run_dir, "--format", fmt, "-o", f, env=env)            # no silent overwrite
     assert again.returncode == 2 and "--overwrite" in again.stderr
     ok = llmpt("export", run_dir, "--format", fmt, "-o", f, "--check", env=env)
     assert ok.returncode == 0 and "OK" in ok.stdout
     other = llmpt("export", run_dir / "checkpoint" / "step_3.ckpt", "--format", fmt, "-o", f, "--check", env=env)
     assert other.returncode == 1 and "MISMATCH" in other.stdout and "max relative logit difference" in other.stdout
+
+
+def test_export_faults_get_one_sentence_and_change_nothing(run_dir, tmp_path, env):
+    """The folder exported into keeps its mode; a folder that is a file, a truncated file under --check and ONNX
+    without onnxruntime end in one sentence, exit 2, with nothing written."""
+    out = tmp_path / "out"
+    out.mkdir(); out.chmod(0o755)
+    r = llmpt("export", run_dir, "--format", "mindir", "-o", out / "m.mindir", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert out.stat().st_mode & 0o777 == 0o755 and [p.name for p in out.iterdir()] == ["m.mindir"]
+    data = (out / "m.mindir").read_bytes()
+    (out / "cut.mindir").write_bytes(data[:len(data) // 2])
+    (tmp_path / "file").write_text("not a folder")
+    no_ort = tmp_path / "no_onnxruntime" / "onnxruntime"
+    no_ort.mkdir(parents=True)
+    (no_ort / "__init__.py").write_text("raise ImportError('No module named onnxruntime')\n")   # as if not installed
+    without = dict(env, PYTHONPATH=str(no_ort.parent))
+    for args, needle, e in [(("-o", tmp_path / "file" / "m.mindir"), "is not a folder", env),
+                            (("--check", "-o", out / "cut.mindir"), "cannot be loaded", env),
+                            (("--format", "onnx", "-o", out / "m.onnx"), 'pip install "llmpt_nb[onnx]"', without)]:
+        r = llmpt("export", run_dir, *(("--format", "mindir") if "--format" not in args else ()), *args, env=e)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.stderr[-2000:])
+    assert sorted(p.name for p in out.iterdir()) == ["cut.mindir", "m.mindir"]
 
 
 def test_export_refuses_an_unknown_format(run_dir, tmp_path, env):
