@@ -432,6 +432,11 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
                       world_size=world, cells=cells, barrier=functools.partial(barrier, world), callbacks=callbacks,
                       peak_flops=cfg.context.get("peak_flops"), references=refs,
                       chars_per_token=base.bigram.chars / base.bigram.tokens if base else None)
+    if trainer.warmup_steps > trainer.steps_per_epoch and rank == 0:  # e.g. a max_steps far beyond the data
+        print(f"warning: the learning-rate warmup alone ({trainer.warmup_steps} optimizer steps) is longer than one pass "
+              f"over the training data ({trainer.steps_per_epoch} steps): the run's {trainer.total_steps} steps are "
+              f"{trainer.total_steps / trainer.steps_per_epoch:,.1f} passes. Lower runner_config.max_steps or "
+              "lr_schedule.warmup_ratio, or use more data", file=sys.stderr)
     return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base,
                            sources=record.get("sources"))
 

@@ -339,6 +339,18 @@ def test_spikes_in_a_row_stop_the_run_naming_the_last_checkpoint(base, tmp_path,
     assert "SKIPPED" in r.stdout
 
 
+def test_max_steps_far_beyond_the_data_says_so_before_training(tmp_path, env):
+    "A max_steps whose warmup alone outlasts the data (the run would train for days at a learning rate near 0) is named."
+    proc = start(["pretrain", *RUN, "--runner_config.max_steps=1000000000", "--lr_schedule.total_steps=-1",
+                  f"--output_dir={tmp_path / 'run'}"], env)
+    try:
+        line = next((l for l in proc.stderr if "warning:" in l), "")
+    finally:
+        proc.kill(); proc.wait()
+    assert "warmup alone (50000000 optimizer steps) is longer than one pass" in line and "passes" in line, line
+    assert "runner_config.max_steps" in line
+
+
 # --- every error is a sentence, exit 2 --------------------------------------------------------------------------------
 def test_output_dir_is_a_file(tmp_path, env):
     (tmp_path / "f").write_text("x")
