@@ -221,7 +221,7 @@ RULES = {
     'train_dataset.val_fraction': ('>= 0 and < 1', lambda v: 0 <= v < 1),
     'optimizer.beta1': ('>= 0 and < 1', lambda v: 0 <= v < 1),
     'optimizer.beta2': ('>= 0 and < 1', lambda v: 0 <= v < 1),
-    'processor.tokenizer.character_coverage': ('> 0 and <= 1', lambda v: 0 < v <= 1),
+    'processor.tokenizer.character_coverage': ('between 0.98 and 1 (what SentencePiece accepts)', lambda v: 0.98 <= v <= 1),
     'generation.top_p': ('> 0 and <= 1', lambda v: 0 < v <= 1),
     'runner_wrapper.scale_sense.scale_factor': ('>= 1', lambda v: v >= 1),
 }

@@ -213,7 +213,7 @@ def prepare_tokenizer(batches, folder, vocab_file=None, vocab_size=4500, charact
     if not texts: raise ValueError("no training documents to train the tokenizer on: add text or lower min_chars")
     folder, t1 = Path(folder), time.perf_counter(); folder.mkdir(parents=True, exist_ok=True)
     tok = _train_apart(texts, folder / 'tokenizer', vocab_size=vocab_size, character_coverage=character_coverage,
-                       input_sentence_size=len(texts))          # SentencePiece keeps the whole sample, draws no other
+                       input_sentence_size=max(len(texts), 101))  # the whole sample, no other draw (SentencePiece wants > 100)
     chars, t2 = sum(map(len, texts)), time.perf_counter()
     say(f"tokenizer: {tok.vocab_size:,} pieces trained on {len(texts):,} of {n:,} training documents, {chars:,} "
         f"characters ({'all' if len(texts) == n else 'a seeded sample'}), in {t2 - t0:.0f} s ({t2 - t1:.0f} s training)")

@@ -83,6 +83,19 @@ TRAINER_DEFAULTS = dict(
     remove_extra_whitespaces=False, required_chars='\u2581', unk_id=0, bos_id=1, eos_id=2, pad_id=3,
     max_sentence_length=1 << 16, minloglevel=2)
 
+def _why_not_trained(error, n_lines, vocab_size, coverage):
+    "SentencePiece's refusal as one sentence: what does not fit, and which setting to change."
+    few = re.search(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)", error)
+    many = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", error)
+    if few:
+        return (f"the {n_lines:,} lines have {few[1]} characters that must each be a piece (character_coverage "
+                f"{coverage:g}), more than vocab_size {vocab_size}: raise processor.tokenizer.vocab_size above {few[1]}")
+    if many:
+        return (f"the {n_lines:,} lines are too little text for {vocab_size} pieces (at most {many[2]}): lower "
+                f"processor.tokenizer.vocab_size to {many[2]} or less, or give it more text")
+    return (f"SentencePiece could not train a {vocab_size}-piece model on {n_lines:,} non-empty lines: {error}. Give "
+            "it more text, or change vocab_size / character_coverage as the message says.")
+
 def train_tokenizer(lines, model_prefix, vocab_size=4500, character_coverage=0.9995, num_threads=2, **options):
     "Train a SentencePiece BPE model on an iterable of strings; writes `<model_prefix>.model` and `.vocab`."
     opts = {**TRAINER_DEFAULTS, **options}
@@ -101,9 +114,8 @@ def train_tokenizer(lines, model_prefix, vocab_size=4500, character_coverage=0.9
                                        vocab_size=vocab_size, character_coverage=character_coverage,
                                        num_threads=num_threads, **opts)
     except RuntimeError as e:
-        raise ValueError(f"SentencePiece could not train a {vocab_size}-piece model on {stats['lines']:,} "
-                         f"non-empty lines: {e}. Give it more text, or change vocab_size / character_coverage "
-                         "as the message says.") from None
+        n = sum(1 for s in lines if s) if isinstance(lines, (list, tuple)) else stats['lines']  # it stops reading early
+        raise ValueError(_why_not_trained(str(e), n, vocab_size, character_coverage)) from None
     if stats['too_long']:
         warnings.warn(f"{stats['too_long']} lines longer than {opts['max_sentence_length']} bytes were skipped by "
                       "SentencePiece: split long documents first (llmpt_nb.corpus.chunk_document)")

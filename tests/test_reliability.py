@@ -351,6 +351,21 @@ def test_max_steps_far_beyond_the_data_says_so_before_training(tmp_path, env):
     assert "runner_config.max_steps" in line
 
 
+def test_a_corpus_of_80_lines_trains_a_tokenizer_or_says_what_to_change(tmp_path, env):
+    """A corpus of under 100 training documents (SentencePiece refused input_sentence_size <= 100 raw) trains; a
+    vocabulary it cannot fill, or a character_coverage SentencePiece does not accept, is one sentence naming the key."""
+    rng = np.random.default_rng(0)
+    chars = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后"
+    (tmp_path / "tiny.txt").write_text("".join("".join(rng.choice(list(chars), 40)) + "。\n" for _ in range(80)), encoding="utf-8")
+    run = lambda *o: llmpt("train-tokenizer", f"--train_dataset.corpus={tmp_path / 'tiny.txt'}", *o,
+                           f"--output_dir={tmp_path / 'out'}", env=env)
+    check_error(run("--processor.tokenizer.vocab_size=8000"), "too little text for 8000 pieces", "processor.tokenizer.vocab_size")
+    check_error(run("--processor.tokenizer.character_coverage=0.9"), "character_coverage must be between 0.98 and 1")
+    assert not (tmp_path / "out").exists()
+    r = run("--processor.tokenizer.vocab_size=400", "--model.model_config.vocab_size=400")
+    assert r.returncode == 0 and "trained on" in r.stdout, r.stderr[-2000:]
+
+
 # --- every error is a sentence, exit 2 --------------------------------------------------------------------------------
 def test_output_dir_is_a_file(tmp_path, env):
     (tmp_path / "f").write_text("x")
