@@ -23,8 +23,9 @@ import zstandard
 # %% auto #0
 __all__ = ['COMPRESSED', 'FORMATS', 'TABLES', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
            'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'blend_entries', 'iter_blend',
-           'mask_sensitive', 'digest', 'SeenDigests', 'clean_document', 'iter_clean', 'clean_documents',
-           'split_sentences', 'chunk_document', 'split_train_val', 'heldout_document', 'split_documents']
+           'sensitive_spans', 'mask_sensitive', 'read_masking_set', 'gold_spans', 'masking_scores', 'digest',
+           'SeenDigests', 'clean_document', 'iter_clean', 'clean_documents', 'split_sentences', 'chunk_document',
+           'split_train_val', 'heldout_document', 'split_documents']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -257,33 +258,133 @@ def iter_blend(source, text_field='text', progress=None):
 
 # %% ../nbs/01_corpus.ipynb #1cfa72ed
 SENSITIVE_CHOICES = ('mask', 'drop', 'keep')
-SENSITIVE_RULES = {   # rule -> (pattern, placeholder); e-mail first, so its digits are not read as a phone number
-    'email': (re.compile(r'[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}'), '<email>'),
-    'id_card': (re.compile(r'(?<![\dXx])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]'
-                           r'(?![\dXx])'), '<id>'),
-    'phone': (re.compile(r'(?<![\d.])(?:(?:\+?86[- ]?)?1[3-9]\d[- ]?\d{4}[- ]?\d{4}|0\d{2,3}-\d{7,8})(?![\d.])'), '<phone>'),
-}
+
+_EMAIL = re.compile(r'''
+    [A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}   # name@domain.tld
+    (?![A-Za-z0-9-]|\.[A-Za-z0-9]|[:/][!-~])   # the whole domain, and no :path or /path after it (git@github.com:org/x.git)
+''', re.X)
+
+_ID_CARD = re.compile(r'''
+    (?<![0-9A-Za-z])(?<!\d\.)                  # not the tail of a code or of a decimal
+    (?: [1-9]\d{5}\ ?(?:18|19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\ ?\d{3}[\dXx]
+                                               # 18: region, birth date (19491231), sequence, check code; or 6-8-4 spaced
+      | [1-9]\d{5}\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}
+                                               # 15, issued before 1999: region, birth date (491231), sequence
+    )
+    (?![0-9A-Za-z])
+''', re.X)
+_PROVINCES = set('11 12 13 14 15 21 22 23 31 32 33 34 35 36 37 41 42 43 44 45 46 50 51 52 53 54 61 62 63 64 65 '
+                 '71 81 82 83'.split())   # GB/T 2260: 11 Beijing ... 65 Xinjiang; 71, 81-83 Taiwan, Hong Kong, Macao
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 
 def _valid_id(number):
-    "GB 11643: the 18th character is the check code of the first 17 digits."
-    return '10X98765432'[sum(int(d) * w for d, w in zip(number[:17], _ID_WEIGHTS)) % 11] == number[17].upper()
+    "A province's code first, and for 18 characters the check code of the first 17 digits last (GB 11643)."
+    number = number.replace(' ', '')
+    if number[:2] not in _PROVINCES: return False
+    return len(number) == 15 or '10X98765432'[sum(int(d) * w for d, w in zip(number, _ID_WEIGHTS)) % 11] == number[17].upper()
+
+_CC = r'(?:\+|00)86[-\ ]?'                    # the country code: +86 or 0086, then a dash or a space
+_TRUNK = rf'(?:0|{_CC}(?:\(0\)\ ?)?)'          # before an area code: 0 at home; +86 or +86 (0) from abroad
+_PHONE = re.compile(rf'''
+    (?<![0-9A-Za-z._¥￥$-])(?<!\d\ )           # not the tail of a code, a decimal or an amount, nor in a row of numbers
+    (?:
+        (?P<cc>{_CC}|\(\+?86\)\ ?)?            # mobile: +86, 0086 or (+86), then 11 digits from 13x to 19x,
+        (?P<mobile>1[3-9]\d[-\ ]?\d{{4}}[-\ ]?\d{{4}})   # whole or grouped: 13812345678, 138-1234-5678, 138 1234 5678
+      | (?:\(0(?:10|2\d)\)\ ?|{_TRUNK}(?:10|2\d)[-\ ]?)  # landline with a 3-digit area code (010, 020-029):
+        [1-9]\d{{3}}[-\ ]?\d{{4}}                        #   8 digits: 62751234, 6275-1234, 6275 1234
+      | (?:\(0[3-9]\d\d\)\ ?|{_TRUNK}[3-9]\d\d[-\ ]?)    # landline with a 4-digit area code (0755, 0851):
+        [1-9]\d{{2,3}}[-\ ]?\d{{4}}                      #   7 or 8 digits
+    )
+    (?![0-9A-Za-z]|[.\ ]\d|\ ?(?:[元万亿块股吨件次%]|[美港欧日]元))   # no more digits after it, and no unit (an amount)
+''', re.X)
+_PHONE_WORD = re.compile(r'电话|手机|联系|致电|拨打|来电|热线|号码|微信|短信|先生|女士|小姐|[Tt]el|TEL|[Pp]hone|[Mm]obile|[Cc]all')
+
+def _is_phone(plain, m):
+    """A mobile number in space-separated groups without +86 (138 1234 5678) is also how a table writes three numbers
+    (135 1200 3400): it counts only after a word that announces a phone or a person to call (电话, 手机, Tel, 先生, ...)
+    in the 12 characters before."""
+    if m['mobile'] and ' ' in m['mobile'] and not m['cc']:
+        return _PHONE_WORD.search(plain, max(0, m.start() - 12), m.start()) is not None
+    return True
+
+_URL_HEAD = re.compile(r'(?:[A-Za-z]+://|www\.)[!-~]*$')   # an unbroken run of ASCII from https:// or www. to here
+
+def _outside_url(plain, m):
+    "Digits inside a web address (https://shop.example.com/item/18812345678.html) are the site's numbers, not a person's."
+    return _URL_HEAD.search(plain, max(0, m.start() - 300), m.start()) is None
+
+SENSITIVE_RULES = {   # rule -> (pattern, placeholder, the check a match must pass), in order: a span that an earlier
+    'email': (_EMAIL, '<email>', lambda plain, m: True),       # rule took is its (13812345678@163.com is an e-mail)
+    'id_card': (_ID_CARD, '<id>', lambda plain, m: _valid_id(m[0]) and _outside_url(plain, m)),
+    'phone': (_PHONE, '<phone>', lambda plain, m: _is_phone(plain, m) and _outside_url(plain, m)),
+}
 
 _FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)},   # １３８ -> 138, as Chinese text writes them
-                             '＋': '+', '－': '-', 'Ｘ': 'X', 'ｘ': 'x', '＠': '@', '．': '.'})
+                             '＋': '+', '－': '-', '—': '-', '–': '-', 'Ｘ': 'X', 'ｘ': 'x', '＠': '@', '．': '.',
+                             '（': '(', '）': ')', '\u3000': ' '})
+
+def sensitive_spans(text):
+    "(start, end, rule) of each e-mail address, ID-card number and phone number in `text`, in order; full-width forms included."
+    plain, found = text.translate(_FULL_WIDTH), []   # one character for one: the spans are the same
+    for rule, (pattern, _, check) in SENSITIVE_RULES.items():
+        for m in pattern.finditer(plain):
+            if check(plain, m) and not any(m.start() < e and s < m.end() for s, e, _ in found):
+                found.append((m.start(), m.end(), rule))
+    return sorted(found)
+
+def _masked(text, spans):
+    "`text` with each (start, end, rule) of `spans` replaced by its rule's placeholder."
+    out, last = [], 0
+    for start, end, rule in spans:
+        out += [text[last:start], SENSITIVE_RULES[rule][1]]
+        last = end
+    return ''.join(out) + text[last:]
 
 def mask_sensitive(text, counts=None):
-    """`text` with e-mail addresses, ID-card numbers and phone numbers replaced by placeholders, full-width digits
-    included; `counts` (a Counter) counts them by rule."""
-    for rule, (pattern, placeholder) in SENSITIVE_RULES.items():
-        plain, out, last = text.translate(_FULL_WIDTH), [], 0   # one character for one: the spans are the same
-        for m in pattern.finditer(plain):
-            if rule == 'id_card' and not _valid_id(m.group(0)): continue
-            out += [text[last:m.start()], placeholder]
-            last = m.end()
-            if counts is not None: counts[rule] += 1
-        text = ''.join(out) + text[last:]
-    return text
+    """`text` with e-mail addresses, ID-card numbers and phone numbers (`sensitive_spans`) replaced by placeholders;
+    `counts` (a Counter) counts them by rule."""
+    spans = sensitive_spans(text)
+    if counts is not None: counts.update(rule for *_, rule in spans)
+    return _masked(text, spans)
+
+# %% ../nbs/01_corpus.ipynb #d66e4a61
+_PLACEHOLDER = re.compile('(' + '|'.join(re.escape(p) for _, p, _ in SENSITIVE_RULES.values()) + ')')
+
+def read_masking_set(path):
+    """(line, expected) pairs of a labelled file: `line<TAB>expected`, the line as it should be masked, or the line
+    alone when nothing in it is sensitive; empty lines and lines starting with # are skipped."""
+    rows = []
+    for raw in Path(path).read_text(encoding='utf-8').splitlines():
+        if not raw.strip() or raw.startswith('#'): continue
+        line, tab, expected = raw.partition('\t')
+        rows.append((line, expected if tab else line))
+    return rows
+
+def gold_spans(line, expected):
+    """(start, end, rule) of each placeholder of `expected` in `line`: the characters it stands for. The text around
+    the placeholders must be the line's own, and where they are must not be ambiguous."""
+    rule_of = {p: rule for rule, (_, p, _) in SENSITIVE_RULES.items()}
+    parts, found = _PLACEHOLDER.split(expected), []
+    for item in ('(.+?)', '(.+)'):   # the shortest and the longest reading must agree
+        m = re.fullmatch(re.escape(parts[0]) + ''.join(item + re.escape(t) for t in parts[2::2]), line, re.S)
+        if m is None: raise ValueError(f'{expected!r} is not a masking of {line!r}')
+        found.append([(m.start(i), m.end(i), rule_of[p]) for i, p in enumerate(parts[1::2], 1)])
+    if found[0] != found[1]: raise ValueError(f'where the placeholders of {expected!r} are in {line!r} is ambiguous')
+    return found[0]
+
+def masking_scores(rows, spans=sensitive_spans):
+    """Precision and recall of `spans` (text -> (start, end, rule) list) on labelled (line, expected) pairs, counted per
+    item: each placeholder of `expected` is one item, and a span found is right only if an item has exactly its
+    characters and rule. precision = right / found, recall = right / items; `wrong` lists each line not masked as
+    expected, as (line, masked, expected)."""
+    items = found = right = 0
+    wrong = []
+    for line, expected in rows:
+        want, got = set(gold_spans(line, expected)), set(spans(line))
+        items, found, right = items + len(want), found + len(got), right + len(want & got)
+        if want != got: wrong.append((line, _masked(line, sorted(got)), expected))
+    return dict(precision=right / max(found, 1), recall=right / max(items, 1), items=items, found=found, right=right,
+                wrong=wrong)
 
 # %% ../nbs/01_corpus.ipynb #85811290
 _SCRIPT = re.compile(r'<(script|style)\b[^>]*>.*?</\1\s*>', re.I | re.S)

@@ -114,7 +114,7 @@ def prepare(cfg, out, world_size=1, verbose=True):
         shard_num=td.shard_num or world_size, workers=td.prepare_workers, verbose=verbose,
         check_tokenizer=lambda tok: check_vocab_size(tok, cfg.model.model_config.vocab_size))
     found = {k: record["cleaning"][k] for k in SENSITIVE_RULES if record["cleaning"].get(k)}
-    if found:  # said only when there is something to say: People's Daily has none
+    if found:  # said only when there is something to say: People's Daily has 3 (offices' telephone numbers)
         dropped = record["cleaning"].get("dropped: sensitive", 0)
         say(f"sensitive information ({td.sensitive_info}): " + ", ".join(f"{n:,} {k}" for k, n in found.items()) +
             (f"; {dropped:,} documents dropped" if td.sensitive_info == "drop" else ""))
