@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
-           'add_import_config', 'add_generate', 'add_export', 'build_parser', 'default_log_dir', 'run_command',
-           'resume_command', 'main']
+           'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'build_parser', 'default_log_dir',
+           'run_command', 'resume_command', 'main']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -122,6 +122,21 @@ def add_export(subparsers):
     p.add_argument("-o", "--output", metavar="FILE", default=None, help="the file to write (default: model.FORMAT here)")
     return p
 
+
+def add_export_config(subparsers):
+    "Add `export-config` (chapter 10f) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
+    p = _command(subparsers, "export-config", "hand a trained run to MindFormers for a cluster: YAML, weights, launch line",
+                 ("handoff", "run_export_config"), "Write into DIR what MindFormers 1.9's run_mindformer.py needs to "
+                 "continue a run of llmpt pretrain on N cards: its YAML (the run's model, schedule and MindRecord, data "
+                 "parallel on N cards, the run's ZeRO stage as optimizer parallel), the newest healthy checkpoint's "
+                 "weights in MindFormers' names, and launch.sh with the msrun_launcher.sh line.",
+                 overwrite="write into a DIR that is not empty")
+    p.add_argument("run", help="a run folder of llmpt pretrain")
+    p.add_argument("--to", dest="target", choices=("mindformers",), default="mindformers", help="the framework (MindFormers 1.9)")
+    p.add_argument("--workers", type=int, required=True, help="cards the job runs on (data parallel)")
+    p.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write")
+    return p
+
 # %% ../nbs/10a_cli.ipynb #6a1bd740
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
@@ -155,6 +170,7 @@ def build_parser():
     add_continue_pretrain(sub)  # chapter 11
     add_generate(sub)  # chapter 10d
     add_export(sub)  # chapter 10e
+    add_export_config(sub)  # chapter 10f
     add_doctor(sub)  # chapter 12
     add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)
     return parser

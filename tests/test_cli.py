@@ -12,7 +12,8 @@ def llmpt(*args, env, cwd=ROOT, timeout=900):
     return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "import-config", "convert-weights", "continue-pretrain", "doctor", "launch"]
+COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "import-config", "convert-weights", "continue-pretrain", "doctor", "launch",
+            "export-config"]
 
 
 def test_help_does_not_import_mindspore(tmp_path, env):
