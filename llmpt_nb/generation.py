@@ -185,11 +185,17 @@ class Generator:
         self.context = None                      # the config's context section, when load_generator made it
 
     def decoder(self, rows, slots=0):
-        "A KV-cache decoder of `rows` rows and at least `slots` slots, built (and compiled) once per size."
-        bucket, seq = BUCKET, self.net.config.seq_length
-        slots = max(seq + bucket, -(-slots // bucket) * bucket)
-        if (rows, slots) not in self.decoders: self.decoders[rows, slots] = KVCacheDecoder(self.net, rows, slots, bucket)
-        return self.decoders[rows, slots]
+        """A KV-cache decoder of `rows` rows and at least `slots` slots (0: any text the model can read): one built before
+        if it is large enough, else a new one sized by the request (a power of two buckets, at most seq_length + one
+        bucket), not by seq_length: a model of 8,192 positions needs no cache of 8,192 slots per layer for a short text."""
+        slots = slots or self.net.config.seq_length + BUCKET
+        fits = [k for k in self.decoders if k[0] == rows and k[1] >= slots]
+        if fits: return self.decoders[min(fits)]
+        size = BUCKET
+        while size < slots: size *= 2
+        size = min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
+        self.decoders[rows, size] = KVCacheDecoder(self.net, rows, size, BUCKET)
+        return self.decoders[rows, size]
 
     def generate(self, prompts, max_new_tokens=40, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0,
                  num_samples=1, seed=0):
