@@ -8,8 +8,15 @@ are timed the same way, by a logits processor that notes the time it is called. 
 both, and the cached logits against the full forward pass.
 
     python benchmarks/generate_speed.py [--models default smollm2] [--batch 1 8] [--prompt 32] [--new 64]
+
+`--e2e` measures what a user waits for instead: a fresh process per call, `llmpt generate FOLDER --greedy` beside a
+transformers script (`from_pretrained` + `generate`) on the same Hugging Face folder, a SmolLM2-135M-shaped model with
+random weights and `max_position_embeddings` 8,192 as the real one has, for 32 and 256 new tokens: wall time (load
+included on both sides), time to the first new token, and the peak RSS of the process.
+
+    python benchmarks/generate_speed.py --e2e [--new 32 256]
 """
-import argparse, json, sys, tempfile, time
+import argparse, json, os, subprocess, sys, tempfile, time
 from pathlib import Path
 import numpy as np
 
@@ -31,7 +38,80 @@ def timed_calls(fn, repeats=3):
     return best
 
 
+THEIRS = """
+import sys, time, torch
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+torch.set_num_threads(2)
+folder, prompt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+tok = PreTrainedTokenizerFast(tokenizer_file=folder + "/tokenizer.json")
+model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).float().eval()
+t = [time.perf_counter()]
+clock = lambda ids, scores: (t.append(time.perf_counter()), scores)[1]
+with torch.no_grad():
+    out = model.generate(tok(prompt, return_tensors="pt").input_ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                         use_cache=True, pad_token_id=0, logits_processor=[clock])
+print(f"first token after {(t[1] - t[0]) * 1e3:.0f} ms", file=sys.stderr)
+"""
+
+
+def smollm2_folder(folder):
+    "A SmolLM2-135M-shaped Hugging Face folder: random weights, max_position_embeddings 8,192, a byte-level BPE."
+    import llmpt_nb
+    from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders
+    from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
+    from llmpt_nb.weights import export_hf
+    export_hf(LlamaForCausalLM(LlamaConfig(**dict(SMOLLM2_135M, seq_length=8192))), folder)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer, tok.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    text = [l for f in Path(llmpt_nb.__file__).parent.glob("*.py") for l in f.read_text().splitlines()]
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=4000, special_tokens=["<|endoftext|>"],
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
+
+
+def timed_process(cmd):
+    "(wall seconds, peak RSS MB, stderr) of a command run as a new process, its RSS sampled every 20 ms."
+    import psutil
+    t0, peak = time.perf_counter(), 0
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = psutil.Process(p.pid)
+    while p.poll() is None:
+        try: peak = max(peak, proc.memory_info().rss)
+        except psutil.Error: pass
+        time.sleep(0.02)
+    return time.perf_counter() - t0, peak / 2**20, p.stderr.read()
+
+
+def end_to_end(news):
+    "Fresh-process rows: llmpt generate and transformers on the same SmolLM2-shaped folder."
+    import re
+    print(describe())
+    folder = Path(tempfile.mkdtemp()) / "smollm2"
+    smollm2_folder(folder)
+    weights_mb = (folder / "model.safetensors").stat().st_size / 2**20
+    prompt, llmpt = "def forward(self, x):", str(Path(sys.executable).parent / "llmpt")
+    rows = []
+    for n in news:
+        ours = timed_process([llmpt, "generate", str(folder), "--prompt", prompt, "--greedy", "--max_new_tokens", str(n), "--verbose"])
+        theirs = timed_process([sys.executable, "-c", THEIRS, str(folder), prompt, str(n)])
+        first = [float(re.search(r"first token?s? after (\d+) ms", e).group(1)) / 1e3 for e in (ours[2], theirs[2])]
+        row = dict(model="smollm2-135m shape", new_tokens=n, ours_s=ours[0], theirs_s=theirs[0], ours_rss_mb=ours[1],
+                   theirs_rss_mb=theirs[1], weights_mb=weights_mb, ours_first_token_s=first[0], theirs_first_token_s=first[1])
+        rows.append(row)
+        print(f"  {n} new tokens: llmpt generate {ours[0]:.1f} s (first token {first[0]:.1f} s after the model loaded), "
+              f"peak {ours[1]:,.0f} MB; transformers {theirs[0]:.1f} s (first {first[1]:.2f} s), peak {theirs[1]:,.0f} MB: "
+              f"{ours[0] / theirs[0]:.2f}x the time, {ours[1] / weights_mb:.2f}x the float32 weights ({weights_mb:.0f} MB)")
+    out = Path(__file__).parent / "results" / "generate_e2e.json"
+    out.write_text(json.dumps(dict(machine=describe(), rows=rows), indent=1) + "\n")
+    print(f"wrote {out}")
+
+
 def main():
+    if "--e2e" in sys.argv:
+        ap = argparse.ArgumentParser(); ap.add_argument("--e2e", action="store_true")
+        ap.add_argument("--new", type=int, nargs="+", default=[32, 256])
+        return end_to_end(ap.parse_args().new)
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="+", default=["default", "smollm2"])
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])

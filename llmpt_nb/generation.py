@@ -42,11 +42,14 @@ BUCKET = 32     # the cache slots a call reads, rounded up to a multiple of this
 class KVCacheDecoder(nn.Cell):
     """Prefill and one-token decode of a trained `LlamaForCausalLM`, with its weights, for `batch` rows at once. Each
     layer's keys and values stay in Parameter caches of shape (slots, batch, kv_heads, head_dim), written in place;
-    attention reads only the first L slots, L rounded up to a multiple of `bucket`, so a few graphs serve every step."""
-    def __init__(self, net, batch=1, slots=None, bucket=BUCKET):
+    attention reads only the first L slots, L rounded up to a multiple of `bucket`, so a few graphs serve every step.
+    `read_all`: L is always every slot, so one graph serves every one-token call (a cache sized for one request).
+    `stepwise_prompt`: prompts up to this many tokens go through that one-token graph a position a call (`generate_batch`),
+    so a one-off generation compiles one graph, not two (0: every prompt in one prefill call)."""
+    def __init__(self, net, batch=1, slots=None, bucket=BUCKET, read_all=False):
         super().__init__(auto_prefix=False)
         c = net.config
-        self.net, self.batch, self.bucket = net, batch, bucket
+        self.net, self.batch, self.bucket, self.read_all, self.stepwise_prompt = net, batch, bucket, read_all, 0
         self.slots = slots or c.seq_length + bucket                      # room for a prompt padded to the bucket
         self.dtype, self.n_heads, self.n_kv, self.head_dim = DTYPES[c.compute_dtype], c.num_heads, c.n_kv_heads, c.head_dim
         self.group, self.scale = c.num_heads // c.n_kv_heads, 1.0 / np.sqrt(c.head_dim)
@@ -87,7 +90,7 @@ def step(self: KVCacheDecoder, tokens, start, pads):
         raise ValueError(f"{b} rows at slots {start}..{start + t - 1}: this decoder holds {self.batch} rows and "
                          f"{self.slots} slots (KVCacheDecoder(net, batch=..., slots=...))")
     slot = np.arange(start, start + t)
-    L = min(self.slots, -(-(start + t) // self.bucket) * self.bucket)       # slots read, rounded up to the bucket
+    L = self.slots if self.read_all else min(self.slots, -(-(start + t) // self.bucket) * self.bucket)  # slots read
     pos = np.clip(slot[None] - np.asarray(pads)[:, None], 0, len(self.rope[0]) - 1)   # (b, t) RoPE positions
     cos, sin = (Tensor(table[pos][:, :, None], self.dtype) for table in self.rope)
     seen = np.arange(L)[None, None]
@@ -143,7 +146,8 @@ def slots_needed(prompts, max_new_tokens, seq_length, bucket=BUCKET):
 
 def generate_batch(net, prompts, decoder, max_new_tokens=40, eos_id=None, pad_id=0, seeds=None, stats=None, **settings):
     """New ids after each of `prompts` (lists of ids), decoded together: the prompts left-padded to a multiple of the
-    decoder's bucket in one call, then one call per new token for every row. Row i samples with seed seeds[i] (default
+    decoder's bucket in one call (or, up to the decoder's `stepwise_prompt` tokens, one position a call through the graph
+    that then decodes), then one call per new token for every row. Row i samples with seed seeds[i] (default
     i), as `generate_ids` would alone. `stats`, a dict, receives the time to the first tokens and the decode rate."""
     limit, rows = net.config.seq_length, [[int(i) for i in p] for p in prompts]
     for ids in rows: _check_prompt(ids, limit)
@@ -153,12 +157,15 @@ def generate_batch(net, prompts, decoder, max_new_tokens=40, eos_id=None, pad_id
         raise ValueError(f"these prompts need {slots_needed(rows, max_new_tokens, limit, decoder.bucket)} cache slots, the "
                          f"decoder has {decoder.slots}: make a KVCacheDecoder(net, batch={b}, slots=...) with as many")
     rows += [rows[0]] * (b - n)                                      # unused rows repeat the first prompt
-    width = -(-max(map(len, rows)) // decoder.bucket) * decoder.bucket
+    stepwise = max(map(len, rows)) <= decoder.stepwise_prompt         # the prompt through the one-token graph
+    width = max(map(len, rows)) if stepwise else -(-max(map(len, rows)) // decoder.bucket) * decoder.bucket
     pads = np.array([width - len(r) for r in rows])
     rngs = [np.random.default_rng(s) for s in (seeds if seeds is not None else range(n))]
     new, done = [[] for _ in range(n)], [max_new_tokens <= 0 or len(r) >= limit for r in rows[:n]]
     t0 = time.perf_counter()
-    logits = decoder.step(np.array([[pad_id] * p + r for p, r in zip(pads, rows)]), 0, pads) if not all(done) else None
+    padded, logits = np.array([[pad_id] * p + r for p, r in zip(pads, rows)]), None
+    for start in ([] if all(done) else range(width) if stepwise else [0]):
+        logits = decoder.step(padded[:, start:start + 1] if stepwise else padded, start, pads)
     t1, slot = time.perf_counter(), width
     while not all(done):
         for r in (r for r in range(n) if not done[r]):
@@ -182,6 +189,7 @@ class Generator:
         self.net, self.tok, self.cache, self.batch_size, self.decoders = net, tokenizer, cache, batch_size, {}
         self.banned = tokenizer.byte_fallback_ids() + list(range(tokenizer.vocab_size, net.config.vocab_size))
         self.stats = []                          # per batch of the last `generate`: time to first token, tokens/s
+        self.stepwise_prompt = 0                 # llmpt generate (one call, one process): 64, one graph to compile
         self.context = None                      # the config's context section, when load_generator made it
 
     def decoder(self, rows, slots=0):
@@ -194,7 +202,8 @@ class Generator:
         size = BUCKET
         while size < slots: size *= 2
         size = min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
-        self.decoders[rows, size] = KVCacheDecoder(self.net, rows, size, BUCKET)
+        self.decoders[rows, size] = KVCacheDecoder(self.net, rows, size, BUCKET, read_all=True)
+        self.decoders[rows, size].stepwise_prompt = self.stepwise_prompt
         return self.decoders[rows, size]
 
     def generate(self, prompts, max_new_tokens=40, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0,
@@ -296,6 +305,7 @@ def run_generate(args, overrides=()):
     gen, cfg, weights = load_generator(args.run, cache=not args.no_cache)
     set_context(gen.context)                      # GRAPH_MODE and the device of the run's (or packaged) config
     gen.batch_size = getattr(args, "batch_size", None) or gen.batch_size
+    gen.stepwise_prompt = 64    # one call in a fresh process: a short prompt through the decode graph, no prefill graph
     if not (prompts or cfg.prompt):
         raise ValueError(f"no prompt: give --prompt TEXT or --prompts FILE ({args.run} records no generation.prompt)")
     prompts = prompts or [cfg.prompt]
