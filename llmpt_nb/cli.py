@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
            'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'build_parser', 'default_log_dir',
-           'run_command', 'resume_command', 'main']
+           'run_command', 'resume_command', 'main', 'Interrupted']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -138,19 +138,24 @@ def add_export_config(subparsers):
     return p
 
 # %% ../nbs/10a_cli.ipynb #6a1bd740
+def _usage_error(message):
+    "Exit 2 with one line, as argparse does for a wrong command line."
+    print(f"llmpt: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
 def _split_overrides(rest):
     "['--a.b=1', '--c', '2'] -> ['a.b=1', 'c=2']; anything else is an error."
     out, i = [], 0
     while i < len(rest):
         arg = rest[i]
         if not arg.startswith("--") or arg == "--":
-            raise SystemExit(f"llmpt: error: unexpected argument {arg!r}; config overrides look like --section.key=value")
+            _usage_error(f"unexpected argument {arg!r}; config overrides look like --section.key=value")
         if "=" in arg:
             out.append(arg[2:]); i += 1
         elif i + 1 < len(rest) and not rest[i + 1].startswith("--"):
             out.append(f"{arg[2:]}={rest[i + 1]}"); i += 2
         else:
-            raise SystemExit(f"llmpt: error: {arg} needs a value: write {arg}=VALUE")
+            _usage_error(f"{arg} needs a value: write {arg}=VALUE")
     return out
 
 # %% ../nbs/10a_cli.ipynb #6c7c06b6
@@ -251,9 +256,12 @@ def main(argv=None):
         if hasattr(e, "exit_code"):  # StopRequested (chapter 05): the step finished and a checkpoint was written
             print(f"llmpt: {e}.\nResume with: {resume_command(e.output_dir)}", file=sys.stderr)
             return e.exit_code
-        print("llmpt: stopped at once; a new run's folder is left as it was before, and checkpoints written before "
-              "are complete (--resume continues from the newest)", file=sys.stderr)
-        return 130
+        signum = getattr(e, "signum", signal.SIGINT)     # SIGTERM outside training: _interrupt says which
+        trains = args.command in ("pretrain", "continue-pretrain")
+        print(f"llmpt: stopped at once by {signal.Signals(signum).name}; a new run's folder is left as it was before" +
+              ("; checkpoints written before are complete (--resume continues from the newest)" if trains else
+               ": run the command again"), file=sys.stderr)
+        return 128 + signum
     except (ValueError, OSError, KeyError, ImportError, MemoryError) as e:
         print(f"llmpt: error: {_message(e)}", file=sys.stderr)
         return 2
@@ -266,5 +274,9 @@ def main(argv=None):
     return result if type(result) is int else 0  # `doctor` returns its exit code; the others a summary
 
 
+class Interrupted(KeyboardInterrupt):
+    "SIGTERM outside a training step: stop at once, as Ctrl-C does, and exit 143 (128 + the signal)."
+    def __init__(self, signum): super().__init__(); self.signum = signum
+
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt
+    raise Interrupted(signum)

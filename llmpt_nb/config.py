@@ -146,7 +146,12 @@ def read_yaml(path) -> dict:
     stream = io.StringIO(text)
     stream.name = str(path)                    # so YAML errors name the file and the line
     try: data = yaml.load(stream, Loader=_Loader)
-    except yaml.YAMLError as e: raise ValueError(f"config file {path} is not valid YAML: {e}") from None
+    except yaml.YAMLError as e:
+        tab = next((i for i, l in enumerate(text.splitlines(), 1) if '\t' in l[:len(l) - len(l.lstrip())]), None)
+        if tab:  # the parser's own words for it ("found character '\t' that cannot start any token") hide the fix
+            raise ValueError(f"config file {path} line {tab} is indented with a tab: YAML indents with spaces only; "
+                             "replace the tabs with spaces") from None
+        raise ValueError(f"config file {path} is not valid YAML: {e}") from None
     if data is None: return {}
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of keys (like `runner_config: {{batch_size: 8}}`), "

@@ -12,6 +12,7 @@ import importlib.util
 import io
 import itertools
 import json
+import os
 import re
 import zlib
 from collections import Counter
@@ -46,7 +47,10 @@ COMPRESSED = ('.gz', '.zst')   # read as they are, decompressed while reading
 
 def _open_binary(path):
     "(a binary stream of `path`, decompressed on the fly when it ends in .gz or .zst; the file on disk under it)."
-    raw, suffix = open(path, 'rb'), path.suffix.lower()
+    suffix = path.suffix.lower()
+    if suffix in COMPRESSED and path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes), not a {suffix} archive: compress the text again, or remove the file")
+    raw = open(path, 'rb')
     if suffix == '.gz': return gzip.GzipFile(fileobj=raw, mode='rb'), raw
     if suffix == '.zst': return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)), raw
     return raw, raw
@@ -69,6 +73,9 @@ def _lines(path, progress=None):
                         f"{path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {offset + e.start} cannot be "
                         f"decoded. Re-encode the file, e.g. `iconv -f GBK -t UTF-8 {path.name} > {path.name}.utf8` (GBK "
                         "or GB18030 for most Chinese files), then load it again") from None
+                if '\x00' in line:
+                    raise ValueError(f"{path} is not a text file: a NUL byte at offset {offset + raw.index(0)} (binary "
+                                     "data named as text); remove it from the corpus")
                 offset += len(raw)
                 yield line.rstrip('\r\n')
             if progress: progress(disk.tell() - told)
@@ -237,8 +244,9 @@ def blend_entries(source):
         w = e.get('weight')
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float('inf'):
             raise ValueError(f"corpus entry {i} ({e['path']}): weight must be a number > 0, got {w!r}")
-        if e['path'] in paths: raise ValueError(f"corpus entries {paths[e['path']]} and {i} are both {e['path']}: list a source once")
-        paths[e['path']] = i
+        same = os.path.normpath(os.path.expanduser(e['path']))   # a/b and a/b/ are one source
+        if same in paths: raise ValueError(f"corpus entries {paths[same]} and {i} are both {e['path']}: list a source once")
+        paths[same] = i
         entries.append(dict(e, weight=float(w)))
     total = sum(e['weight'] for e in entries)
     return [dict(e, weight=e['weight'] / total) for e in entries]

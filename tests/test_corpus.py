@@ -115,3 +115,16 @@ def test_blended_corpus_trains_by_weight(tmp_path, env):
     r = llmpt("prepare-data", "--smoke", f"--train_dataset.corpus=[{{path: {news}, weight: -1}}]",
               f"--output_dir={tmp_path / 'bad'}", env=env)
     assert r.returncode == 2 and f"corpus entry 0 ({news}): weight must be a number > 0, got -1" in r.stderr, r.stderr
+
+
+def test_files_that_are_not_text_and_one_source_written_twice_are_refused(tmp_path):
+    "A 0-byte .gz, a file of binary bytes named .txt, and one blend source written as a/b and a/b/ each get a sentence."
+    import pytest
+    from llmpt_nb.corpus import blend_entries, load_corpus
+    (tmp_path / "empty").mkdir(); (tmp_path / "empty" / "part.txt.gz").write_bytes(b"")
+    (tmp_path / "binary").mkdir(); (tmp_path / "binary" / "data.txt").write_bytes(bytes(range(32)) * 800)
+    for folder, needle in [("empty", "is empty (0 bytes), not a .gz archive"), ("binary", "is not a text file: a NUL byte")]:
+        with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+            load_corpus(str(tmp_path / folder))
+    with pytest.raises(ValueError, match="corpus entries 0 and 1 are both"):
+        blend_entries([{"path": "corpora/news", "weight": 1}, {"path": "corpora/news/", "weight": 1}])

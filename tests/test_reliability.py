@@ -366,7 +366,25 @@ def test_a_corpus_of_80_lines_trains_a_tokenizer_or_says_what_to_change(tmp_path
     assert r.returncode == 0 and "trained on" in r.stdout, r.stderr[-2000:]
 
 
+def test_sigterm_during_data_preparation_says_what_it_stopped(tmp_path, env):
+    "SIGTERM while `llmpt prepare-data` works: exit 143 (as training), no word of checkpoints it does not have."
+    proc = start(["prepare-data", f"--output_dir={tmp_path / 'run'}"], env)
+    proc.stdout.readline()                                   # it has started (the handler is in place)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, (proc.returncode, err[-2000:])
+    assert "stopped at once by SIGTERM" in err and "checkpoint" not in err and "Traceback" not in err, err[-2000:]
+    assert not (tmp_path / "run").exists()
+
+
 # --- every error is a sentence, exit 2 --------------------------------------------------------------------------------
+def test_a_key_without_value_and_a_tab_indented_config(tmp_path, env):
+    (tmp_path / "tabs.yaml").write_text("runner_config:\n\tbatch_size: 4\n")
+    for args, needle in [(("--smoke", "--runner_config.max_steps"), "--runner_config.max_steps needs a value"),
+                         ((f"--config={tmp_path / 'tabs.yaml'}",), "line 2 is indented with a tab")]:
+        check_error(llmpt("pretrain", *args, f"--output_dir={tmp_path / 'run'}", env=env), needle)
+
+
 def test_output_dir_is_a_file(tmp_path, env):
     (tmp_path / "f").write_text("x")
     check_error(llmpt("pretrain", "--smoke", f"--output_dir={tmp_path / 'f'}", env=env), tmp_path / "f", "is a file")
