@@ -70,6 +70,9 @@ def _plain(v):
 def _atomic_write(path, text: str):
     "Write `text` to `path` via a temporary sibling file and `os.replace`: readers never see half a file."
     path = Path(path)
+    above = next((p for p in path.absolute().parents if p.exists()), None)   # the nearest part that exists
+    if above is not None and not above.is_dir():
+        raise ValueError(f"cannot write {path}: {above} is a file, not a folder: choose another path")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
     try:

@@ -235,3 +235,10 @@ def test_no_traceback_for_any_yaml(tmp_path, env, text, says):
     r, out = _import(tmp_path, env, "in.yaml")
     assert r.returncode == 2 and says in r.stderr, out[-3000:]
     assert "Traceback" not in out and "train with" not in out
+
+
+def test_import_config_under_a_file_is_one_sentence(tmp_path, env):
+    (tmp_path / "f").write_text("a file")
+    r, text = _import(tmp_path, env, MF2 / "pretrain_qwen3_0_6b_pynative.yaml", out="f/ours.yaml")
+    assert r.returncode == 2 and "is a file, not a folder" in r.stderr and "Traceback" not in text, text[-2000:]
+    assert (tmp_path / "f").read_text() == "a file"
