@@ -406,7 +406,9 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
     tok, data_dir, counts, record = existing_data(cfg, out)
     report, docs = prepared_report(record), record["documents"]
     say(f"corpus: {docs['train']} training and {docs['val']} held-out documents")
-    if len(record.get("sources", [])) > 1: say(f"blend: {format_sources(record)}")
+    if len(record.get("sources", [])) > 1:
+        say(f"blend: {format_sources(record)}\n(a blend ends when one source runs out: a source with more text than its "
+            "weight needs is not read to its end; chapter 01)")
     say(f"tokenizer: {tok.vocab_size} pieces; held-out round-trip exact on {report.exact_ratio:.2%} of {report.n_lines} lines")
     base = prepared_baselines(record) if rank == 0 else None  # chapter 02b: what counting achieves
     refs = {"bigram": base.bigram.nats_per_token, "unigram": base.unigram.nats_per_token} if base else {}

@@ -399,7 +399,7 @@ def prepared_baselines(record):
 def format_sources(record):
     "Each source's training tokens, share and weight, from a preparation record (older records have no sources)."
     total = record['tokens']['train']
-    return '; '.join(f"{s['path']}: {s['train tokens']:,} training tokens ({s['train tokens'] / total:.1%}, weight "
+    return '; '.join(f"{s['path']}: {s.get('train documents', 0):,} training documents, {s['train tokens']:,} training tokens ({s['train tokens'] / total:.1%}, weight "
                      f"{s['weight']:.1%})" for s in record.get('sources', []))
 
 # %% ../nbs/02c_prepare.ipynb #8b16fd5e

@@ -106,6 +106,7 @@ def test_blended_corpus_trains_by_weight(tmp_path, env):
     r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--train_dataset.corpus={blend}", f"--output_dir={out}", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"blend: {news}: " in r.stdout and "weight 75.0%" in r.stdout and "weight 25.0%" in r.stdout, r.stdout[-3000:]
+    assert "training documents" in r.stdout and "a blend ends when one source runs out" in r.stdout
     s = json.loads((out / "summary.json").read_text())
     prep = json.loads((out / "data" / "prepared.json").read_text())
     assert [x["path"] for x in s["sources"]] == [str(news), str(reviews)] and s["sources"] == prep["sources"]
