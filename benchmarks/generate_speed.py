@@ -16,7 +16,7 @@ included on both sides), time to the first new token, and the peak RSS of the pr
 
     python benchmarks/generate_speed.py --e2e [--new 32 256]
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, subprocess, sys, tempfile, time
 from pathlib import Path
 import numpy as np
 
@@ -25,6 +25,13 @@ from machine import describe
 
 SMOLLM2_135M = dict(vocab_size=49152, seq_length=2048, hidden_size=576, num_layers=30, num_heads=9, n_kv_heads=3,
                     intermediate_size=1536, rope_theta=100000.0, tie_word_embeddings=True, rms_norm_eps=1e-5)
+
+
+def write_results(name, rows):
+    "results/NAME.json: the machine and the rows."
+    out = Path(__file__).parent / "results" / f"{name}.json"
+    out.write_text(json.dumps(dict(machine=describe(), rows=rows), indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 def timed_calls(fn, repeats=3):
@@ -102,9 +109,7 @@ def end_to_end(news):
         print(f"  {n} new tokens: llmpt generate {ours[0]:.1f} s (first token {first[0]:.1f} s after the model loaded), "
               f"peak {ours[1]:,.0f} MB; transformers {theirs[0]:.1f} s (first {first[1]:.2f} s), peak {theirs[1]:,.0f} MB: "
               f"{ours[0] / theirs[0]:.2f}x the time, {ours[1] / weights_mb:.2f}x the float32 weights ({weights_mb:.0f} MB)")
-    out = Path(__file__).parent / "results" / "generate_e2e.json"
-    out.write_text(json.dumps(dict(machine=describe(), rows=rows), indent=1) + "\n")
-    print(f"wrote {out}")
+    write_results("generate_e2e", rows)
 
 
 def main():
@@ -166,9 +171,7 @@ def main():
             print(f"  batch {b}: llmpt_nb {r_o:7.0f} tokens/s after {f_o * 1e3:5.0f} ms; transformers {r_t:7.0f} tokens/s "
                   f"after {f_t * 1e3:5.0f} ms: {r_o / r_t:.2f}x; greedy tokens equal {row['greedy_tokens_equal']:.0%}; "
                   f"cached vs full logits {logit_diff:.1e} (relative)")
-    out = Path(__file__).parent / "results" / "generate_speed.json"
-    out.write_text(json.dumps(dict(machine=describe(), rows=rows), indent=1) + "\n")
-    print(f"wrote {out}")
+    write_results("generate_speed", rows)
 
 
 if __name__ == "__main__":
