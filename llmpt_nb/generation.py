@@ -198,13 +198,14 @@ class Generator:
         bucket), not by seq_length: a model of 8,192 positions needs no cache of 8,192 slots per layer for a short text."""
         slots = slots or self.net.config.seq_length + BUCKET
         fits = [k for k in self.decoders if k[0] == rows and k[1] >= slots]
-        if fits: return self.decoders[min(fits)]
-        size = BUCKET
-        while size < slots: size *= 2
-        size = min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
-        self.decoders[rows, size] = KVCacheDecoder(self.net, rows, size, BUCKET, read_all=True)
-        self.decoders[rows, size].stepwise_prompt = self.stepwise_prompt
-        return self.decoders[rows, size]
+        if fits: key = min(fits)
+        else:
+            size = BUCKET
+            while size < slots: size *= 2
+            key = rows, min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
+            self.decoders[key] = KVCacheDecoder(self.net, rows, key[1], BUCKET, read_all=True)
+        self.decoders[key].stepwise_prompt = self.stepwise_prompt   # as this generator says now
+        return self.decoders[key]
 
     def generate(self, prompts, max_new_tokens=40, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0,
                  num_samples=1, seed=0):

@@ -13,6 +13,12 @@ def bin_path(name):
     return str(Path(sys.executable).parent / name)
 
 
+def llmpt(*args, env, cwd=ROOT, timeout=900):
+    "The `llmpt` command as a user runs it: its CompletedProcess, stdout and stderr as text."
+    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 @pytest.fixture(scope="session")
 def env():
     "Environment for subprocesses: the project's Python first on PATH."

@@ -3,13 +3,10 @@ import json, signal, subprocess, sys
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ONE_LAYER, ROOT, bin_path
+from conftest import ONE_LAYER, ROOT, bin_path, llmpt
 
 SMALL = ["--smoke", "--train_dataset.max_documents=300"]
 
-
-def llmpt(*args, env, cwd=ROOT, timeout=900):
-    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "import-config", "convert-weights", "continue-pretrain", "doctor", "launch",

@@ -1,14 +1,9 @@
 """`llmpt generate` as a user runs it (chapter 10d): from a run folder, from one of its checkpoints and from the Hugging
 Face folder `convert-weights` makes of it; seeded and deterministic; the KV cache equal to the full forward pass."""
-import subprocess
 import numpy as np
 import pytest
-from conftest import ONE_LAYER, ROOT, bin_path, shared_once
+from conftest import ONE_LAYER, shared_once, llmpt
 
-
-def llmpt(*args, env, timeout=600):
-    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")

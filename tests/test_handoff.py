@@ -5,12 +5,8 @@ import os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 import yaml
-from conftest import ONE_LAYER, ROOT, bin_path, shared_once
+from conftest import ONE_LAYER, ROOT, shared_once, llmpt
 
-
-def llmpt(*args, env, timeout=600):
-    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,10 @@
 LLaMA saved by transformers with a byte-level BPE trained here on People's Daily, `llmpt generate` on that folder
 against transformers' own greedy `generate`, `llmpt pretrain` with the tokenizer (given, or taken from the weights'
 folder), and the errors of a wrong vocabulary, a wrong type or no tokenizer at all."""
-import json, subprocess
+import json
 import numpy as np
 import pytest
-from conftest import ROOT, bin_path
+from conftest import llmpt
 
 EOS = "<|endoftext|>"
 SHAPE = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, n_kv_heads=2, rms_norm_eps=1e-6,
@@ -14,10 +14,6 @@ HF_NAMES = dict(hidden_size="hidden_size", intermediate_size="intermediate_size"
                 num_heads="num_attention_heads", n_kv_heads="num_key_value_heads", rms_norm_eps="rms_norm_eps",
                 tie_word_embeddings="tie_word_embeddings")
 
-
-def llmpt(*args, env, timeout=900):
-    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")

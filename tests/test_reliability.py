@@ -7,17 +7,13 @@ import json, os, shutil, signal, subprocess, sys, time
 from pathlib import Path
 import numpy as np
 import pytest
-from conftest import ONE_LAYER, ROOT, bin_path, shared_once
+from conftest import ONE_LAYER, ROOT, bin_path, shared_once, llmpt
 
 # ~6,000 tokens of training rows of 65 tokens: fast steps; the schedule is fixed by total_steps so max_steps may change
 RUN = ["--smoke", ONE_LAYER, "--train_dataset.max_documents=300", "--model.model_config.seq_length=64", "--runner_config.batch_size=4",
        "--runner_config.gradient_accumulation_steps=1", "--lr_schedule.total_steps=8", "--callbacks.eval_interval=100",
        "--callbacks.save_checkpoint_steps=2", "--callbacks.keep_checkpoint_max=3"]
 
-
-def llmpt(*args, env, timeout=600):
-    return subprocess.run([bin_path("llmpt"), *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def check_error(r, *needles, code=2):
