@@ -17,7 +17,7 @@ peak_mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument("--folder", default=None)
     a = ap.parse_args()
-    import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
+    import llmpt_nb  # noqa: F401  first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     from generate_speed import smollm2_folder
     from llmpt_nb.generation import load_generator
     from llmpt_nb.trainer import set_context
