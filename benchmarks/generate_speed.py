@@ -10,9 +10,11 @@ both, and the cached logits against the full forward pass.
     python benchmarks/generate_speed.py [--models default smollm2] [--batch 1 8] [--prompt 32] [--new 64]
 
 `--e2e` measures what a user waits for instead: a fresh process per call, `llmpt generate FOLDER --greedy` beside a
-transformers script (`from_pretrained` + `generate`) on the same Hugging Face folder, a SmolLM2-135M-shaped model with
-random weights and `max_position_embeddings` 8,192 as the real one has, for 32 and 256 new tokens: wall time (load
-included on both sides), time to the first new token, and the peak RSS of the process.
+transformers script (`from_pretrained` + `generate`) on the same Hugging Face folder and prompt tokens, for 32 and 256
+new tokens, on a SmolLM2-135M-shaped model with random weights and `max_position_embeddings` 8,192 as the real one has,
+and on the running example converted by `llmpt convert-weights`: wall time (load included on both sides), time to the
+first new token, the peak RSS of the process and whether the greedy texts are equal. llmpt generate is timed on the
+first call of a request's shapes (it compiles the graphs and stores them) and on later calls (which load them).
 
     python benchmarks/generate_speed.py --e2e [--new 32 256]
 """
@@ -46,18 +48,19 @@ def timed_calls(fn, repeats=3):
 
 
 THEIRS = """
-import sys, time, torch
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+import json, sys, time, torch
+from transformers import AutoModelForCausalLM
 torch.set_num_threads(2)
-folder, prompt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-tok = PreTrainedTokenizerFast(tokenizer_file=folder + "/tokenizer.json")
-model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).float().eval()
+job = json.loads(open(sys.argv[1]).read())         # folder, prompt ids, max_new_tokens, eos id, ids never to write
+model = AutoModelForCausalLM.from_pretrained(job["folder"], local_files_only=True).float().eval()
 t = [time.perf_counter()]
 clock = lambda ids, scores: (t.append(time.perf_counter()), scores)[1]
 with torch.no_grad():
-    out = model.generate(tok(prompt, return_tensors="pt").input_ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                         use_cache=True, pad_token_id=0, logits_processor=[clock])
-print(f"first token after {(t[1] - t[0]) * 1e3:.0f} ms", file=sys.stderr)
+    out = model.generate(torch.tensor([job["ids"]]), max_new_tokens=job["max_new_tokens"], do_sample=False, use_cache=True,
+                         eos_token_id=job["eos"], pad_token_id=0, suppress_tokens=job["banned"] or None,
+                         logits_processor=[clock])
+print(json.dumps([i for i in out[0, len(job["ids"]):].tolist() if i != job["eos"]]))
+print(f"first token after {(t[1] - t[0]) * 1e3:.0f} ms; generated in {time.perf_counter() - t[0]:.3f} s", file=sys.stderr)
 """
 
 
@@ -77,38 +80,64 @@ def smollm2_folder(folder):
     (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))
 
 
-def timed_process(cmd):
-    "(wall seconds, peak RSS MB, stderr) of a command run as a new process, its RSS sampled every 20 ms."
+def timed_process(cmd, env=None):
+    "(wall seconds, peak RSS MB, stdout, stderr) of a command run as a new process, its RSS sampled every 20 ms."
     import psutil
     t0, peak = time.perf_counter(), 0
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     proc = psutil.Process(p.pid)
     while p.poll() is None:
         try: peak = max(peak, proc.memory_info().rss)
         except psutil.Error: pass
         time.sleep(0.02)
-    return time.perf_counter() - t0, peak / 2**20, p.stderr.read()
+    out, err = p.communicate()
+    if p.returncode: raise RuntimeError(f"{cmd[:3]} failed: {err[-2000:]}")
+    return time.perf_counter() - t0, peak / 2**20, out, err
 
 
-def end_to_end(news):
-    "Fresh-process rows: llmpt generate and transformers on the same SmolLM2-shaped folder."
-    import re
+def e2e_models(root):
+    "{name: (Hugging Face folder, prompt)}: the SmolLM2-135M shape and the running example converted by llmpt."
+    from llmpt_nb.generation import RUNNING_EXAMPLE
+    smollm2, example = root / "smollm2", root / "running_example"
+    smollm2_folder(smollm2)
+    subprocess.run([str(Path(sys.executable).parent / "llmpt"), "convert-weights", "--from", "ms", "--to", "hf",
+                    str(RUNNING_EXAMPLE), str(example)], check=True, capture_output=True)
+    return {"smollm2-135m shape": (smollm2, "def forward(self, x):"), "running example": (example, "中国")}
+
+
+def end_to_end(news, repeats=2):
+    """Fresh-process rows on each model: llmpt generate's first call of a request's shapes (it compiles and stores the
+    graphs), its later calls (best of `repeats`, loading them) and transformers (best of `repeats`); greedy texts compared."""
+    import os, re
+    from llmpt_nb.generation import load_generator
     print(describe())
-    folder = Path(tempfile.mkdtemp()) / "smollm2"
-    smollm2_folder(folder)
-    weights_mb = (folder / "model.safetensors").stat().st_size / 2**20
-    prompt, llmpt = "def forward(self, x):", str(Path(sys.executable).parent / "llmpt")
-    rows = []
-    for n in news:
-        ours = timed_process([llmpt, "generate", str(folder), "--prompt", prompt, "--greedy", "--max_new_tokens", str(n), "--verbose"])
-        theirs = timed_process([sys.executable, "-c", THEIRS, str(folder), prompt, str(n)])
-        first = [float(re.search(r"first token?s? after (\d+) ms", e).group(1)) / 1e3 for e in (ours[2], theirs[2])]
-        row = dict(model="smollm2-135m shape", new_tokens=n, ours_s=ours[0], theirs_s=theirs[0], ours_rss_mb=ours[1],
-                   theirs_rss_mb=theirs[1], weights_mb=weights_mb, ours_first_token_s=first[0], theirs_first_token_s=first[1])
-        rows.append(row)
-        print(f"  {n} new tokens: llmpt generate {ours[0]:.1f} s (first token {first[0]:.1f} s after the model loaded), "
-              f"peak {ours[1]:,.0f} MB; transformers {theirs[0]:.1f} s (first {first[1]:.2f} s), peak {theirs[1]:,.0f} MB: "
-              f"{ours[0] / theirs[0]:.2f}x the time, {ours[1] / weights_mb:.2f}x the float32 weights ({weights_mb:.0f} MB)")
+    root, llmpt, rows = Path(tempfile.mkdtemp()), str(Path(sys.executable).parent / "llmpt"), []
+    first = lambda err: float(re.search(r"first token?s? after (\d+) ms", err).group(1)) / 1e3
+    gen_s = lambda err: float(re.search(r"(?:texts in|generated in) ([\d.]+) s", err).group(1))  # generation alone
+    for name, (folder, prompt) in e2e_models(root).items():
+        gen = load_generator(folder)[0]                       # its tokenizer, and the ids it never writes
+        ids, weights_mb = gen.encode([prompt])[0], (folder / "model.safetensors").stat().st_size / 2**20
+        for n in news:
+            env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp()}      # no graphs stored yet
+            ours = [timed_process([llmpt, "generate", str(folder), "--prompt", prompt, "--greedy", "--max_new_tokens",
+                                   str(n), "--verbose"], env) for _ in range(1 + repeats)]
+            job = root / "job.json"                       # the same request: stops at EOS and at seq_length, same bans
+            job.write_text(json.dumps(dict(folder=str(folder), ids=ids, eos=gen.tok.eos_id, banned=gen.banned,
+                                           max_new_tokens=min(n, gen.net.config.seq_length - len(ids)))))
+            theirs = [timed_process([sys.executable, "-c", THEIRS, str(job)]) for _ in range(repeats)]
+            later, best, written = min(ours[1:]), min(theirs), json.loads(theirs[0][2])
+            same = {o[2] for o in ours} == {prompt + gen.tok.decode_continuation(ids, written) + "\n"}
+            row = dict(model=name, new_tokens=n, written_tokens=len(written), weights_mb=weights_mb,
+                       ours_first_call_s=ours[0][0], ours_first_call_rss_mb=ours[0][1],
+                       ours_first_call_first_token_s=first(ours[0][3]), ours_first_call_generate_s=gen_s(ours[0][3]),
+                       ours_s=later[0], ours_rss_mb=later[1], ours_first_token_s=first(later[3]),
+                       ours_generate_s=gen_s(later[3]), theirs_s=best[0], theirs_rss_mb=best[1],
+                       theirs_first_token_s=first(best[3]), theirs_generate_s=gen_s(best[3]), greedy_text_equal=same)
+            rows.append(row)
+            print(f"  {name}, {n} new tokens ({len(written)} written): llmpt generate {later[0]:.1f} s, peak "
+                  f"{later[1]:,.0f} MB (the first call of these shapes {ours[0][0]:.1f} s, {ours[0][1]:,.0f} MB); transformers {best[0]:.1f} s, {best[1]:,.0f} MB: "
+                  f"{later[0] / best[0]:.2f}x the time ({ours[0][0] / best[0]:.2f}x the first time), "
+                  f"{later[1] / weights_mb:.2f}x the float32 weights ({weights_mb:.0f} MB); greedy text equal: {same}")
     write_results("generate_e2e", rows)
 
 

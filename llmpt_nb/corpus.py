@@ -57,6 +57,8 @@ def _open_binary(path):
 
 _ARCHIVE_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError)   # a truncated or corrupt .gz / .zst
 
+_CONTROL = re.compile('[\x01-\x08\x0b\x0e-\x1f\x7f]')      # control characters no text is made of
+
 def _lines(path, progress=None):
     """The lines of a text file (plain, .gz or .zst) one at a time, decoded as UTF-8 (a leading BOM dropped), without
     their line break; a clear error for another encoding or a damaged archive. `progress(n)` is told the bytes of the
@@ -76,8 +78,11 @@ def _lines(path, progress=None):
                 if '\x00' in line:
                     raise ValueError(f"{path} is not a text file: a NUL byte at offset {offset + raw.index(0)} (binary "
                                      "data named as text); remove it from the corpus")
-                offset += len(raw)
-                yield line.rstrip('\r\n')
+                line, offset = line.rstrip('\r\n'), offset + len(raw)
+                if _CONTROL.search(line) and len(_CONTROL.findall(line)) > max(3, len(line) // 10):
+                    raise ValueError(f"{path} is not a text file: line {i + 1} has {len(_CONTROL.findall(line)):,} control "
+                                     f"characters in {len(line):,} (binary data named as text); remove it from the corpus")
+                yield line
             if progress: progress(disk.tell() - told)
     except _ARCHIVE_ERRORS as e:
         raise ValueError(f"{path} cannot be read to the end ({e}): the archive is truncated or damaged; copy or "

@@ -285,8 +285,11 @@ class MindRecordWriter:
         self.held = [{k: c[n:].copy() for k, c in cols.items()}] if keep else []
 
     def _failed(self, e):  # MindRecord's C++ writer: a full disk, a file-size limit
+        free = shutil.disk_usage(self.work).free                     # before abort() frees what was written
         self.abort()
-        raise OSError(f"could not write the MindRecord set {self.path}: {str(e).strip().splitlines()[0]}. Free disk space "
+        why = (f"no space left on the device ({free / 2**20:.1f} MB free, a page needs {self.sizes[0] / 2**20:.1f} MB)"
+               if free < 2 * sum(self.sizes) else str(e).strip().splitlines()[0])   # else MindSpore's own reason
+        raise OSError(f"could not write the MindRecord set {self.path}: {why}. Free disk space "
                       "or choose another output_dir; nothing was replaced") from None
 
     def commit(self):

@@ -6,10 +6,12 @@ forward pass, and `llmpt generate` on a run folder, a checkpoint or a Hugging Fa
 
 # %% auto #0
 __all__ = ['BUCKET', 'RUNNING_EXAMPLE', 'SETTINGS', 'sample_next', 'KVCacheDecoder', 'generate_ids', 'slots_needed',
-           'generate_batch', 'Generator', 'load_generator', 'keep_run', 'check_generate_args', 'run_generate']
+           'generate_batch', 'Generator', 'graph_cache', 'load_generator', 'keep_run', 'check_generate_args',
+           'run_generate']
 
 # %% ../nbs/10d_generate.ipynb #5660ac76
-import json, shutil, sys, time
+import hashlib, json, os, shutil, sys, time
+from contextlib import contextmanager, nullcontext
 from importlib.resources import files
 from pathlib import Path
 import numpy as np
@@ -200,12 +202,30 @@ class Generator:
         fits = [k for k in self.decoders if k[0] == rows and k[1] >= slots]
         if fits: key = min(fits)
         else:
-            size = BUCKET
-            while size < slots: size *= 2
-            key = rows, min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
+            key = rows, self.decoder_slots(slots)
             self.decoders[key] = KVCacheDecoder(self.net, rows, key[1], BUCKET, read_all=True)
         self.decoders[key].stepwise_prompt = self.stepwise_prompt   # as this generator says now
         return self.decoders[key]
+
+    def decoder_slots(self, slots):
+        "The slots of a new decoder for `slots`: a power of two buckets, at most seq_length + one bucket."
+        size = BUCKET
+        while size < slots: size *= 2
+        return min(size, max(self.net.config.seq_length + BUCKET, -(-slots // BUCKET) * BUCKET))
+
+    def encode(self, prompts):
+        "Token ids of each prompt, refused when longer than the model reads."
+        ids = [self.tok.encode(p, add_bos=self.tok.add_bos) for p in prompts]
+        for p, i in zip(prompts, ids):
+            if len(i) > self.net.config.seq_length:
+                raise ValueError(f"the prompt {p[:20]!r}... is {len(i)} tokens; the model reads at most "
+                                 f"seq_length={self.net.config.seq_length}: shorten it")
+        return ids
+
+    def batches(self, n_prompts, num_samples):
+        "The (prompt, sample) pairs of a request in the groups decoded together: `batch_size` with the cache, else 1."
+        jobs, size = [(p, s) for p in range(n_prompts) for s in range(num_samples)], self.batch_size if self.cache else 1
+        return [jobs[k:k + size] for k in range(0, len(jobs), size)]
 
     def generate(self, prompts, max_new_tokens=40, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0,
                  num_samples=1, seed=0):
@@ -215,16 +235,8 @@ class Generator:
         prompts = [prompts] if isinstance(prompts, str) else list(prompts)
         settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
                         banned=self.banned)
-        ids = [self.tok.encode(p, add_bos=self.tok.add_bos) for p in prompts]
-        for p, i in zip(prompts, ids):
-            if len(i) > self.net.config.seq_length:
-                raise ValueError(f"the prompt {p[:20]!r}... is {len(i)} tokens; the model reads at most "
-                                 f"seq_length={self.net.config.seq_length}: shorten it")
-        jobs = [(p, s) for p in range(len(prompts)) for s in range(num_samples)]    # (prompt, sample)
-        out, self.stats = [[None] * num_samples for _ in prompts], []
-        size = self.batch_size if self.cache else 1
-        for k in range(0, len(jobs), size):
-            chunk = jobs[k:k + size]
+        ids, out, self.stats = self.encode(prompts), [[None] * num_samples for _ in prompts], []
+        for chunk in self.batches(len(prompts), num_samples):
             rows, seeds, eos, pad = [ids[p] for p, _ in chunk], [seed + s for _, s in chunk], self.tok.eos_id, self.tok.pad_id
             if self.cache:
                 self.stats.append({})
@@ -235,6 +247,42 @@ class Generator:
                 news = [generate_ids(self.net, rows[0], max_new_tokens, eos, pad, seeds[0], **settings)]
             for (p, s), new in zip(chunk, news): out[p][s] = self.tok.decode_continuation(ids[p], new)
         return out
+
+# %% ../nbs/10d_generate.ipynb #021395b0
+@patch
+def graph_key(self: Generator, prompts, max_new_tokens, num_samples=1):
+    """A name for the graphs `generate(prompts, max_new_tokens, num_samples=...)` compiles, in their order: the model's
+    config, the context, and per batch its rows, its cache slots and whether its prompt goes in a position a call or in
+    one prefill of a padded width, and this package's source. The weights are not in it: they are the graphs' inputs."""
+    ids, shapes = self.encode(prompts), []
+    for chunk in self.batches(len(prompts), num_samples):
+        rows = [ids[p] for p, _ in chunk]
+        longest, need = max(map(len, rows)), slots_needed(rows, max_new_tokens, self.net.config.seq_length)
+        shapes.append([len(rows), self.decoder_slots(need),
+                       "stepwise" if longest <= self.stepwise_prompt else -(-longest // BUCKET) * BUCKET] if self.cache else "full")
+    source = [f.read_bytes() for f in sorted(Path(str(files("llmpt_nb"))).rglob("*.py"))]   # MindSpore does not notice edits
+    what = [vars(self.net.config), self.context, shapes, ms.__version__, hashlib.sha256(b"".join(source)).hexdigest()]
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def graph_cache(key):
+    """MindSpore's compile cache on for this process and `key` (`Generator.graph_key`): graphs stored for the key before
+    are loaded instead of compiled; else those compiled inside the block are stored, in a folder that becomes the key's
+    only when the block ends without an error (a call killed while compiling leaves no half-written cache). The cache
+    hands a process's n-th graph the n-th one stored, so a folder serves one key, and only a process that compiles
+    nothing else may use it: a training step loaded from it computes no gradient (chapter 12)."""
+    from llmpt_nb.trainer import cache_dir
+    root = cache_dir() / "graphs"
+    try: root.mkdir(parents=True, exist_ok=True)
+    except OSError: yield None; return                        # no cache folder to write: compile as usual
+    folder = root / key
+    work = folder if folder.is_dir() else root / f".tmp_{os.getpid()}_{key}"
+    os.environ.update(MS_COMPILER_CACHE_ENABLE="1", MS_COMPILER_CACHE_PATH=str(work))
+    yield folder
+    if work != folder:
+        try: os.replace(work, folder)
+        except OSError: shutil.rmtree(work, ignore_errors=True)    # another call stored this key first
 
 # %% ../nbs/10d_generate.ipynb #128abf1c
 def load_generator(path, cache=True):
@@ -315,7 +363,10 @@ def run_generate(args, overrides=()):
     print(f"model: {weights} ({'KV cache' if gen.cache else 'no cache'}); " +
           ", ".join(f"{k} {v:g}" for k, v in settings.items()), file=sys.stderr)
     t = time.perf_counter()
-    texts = gen.generate(prompts, num_samples=args.num_samples, seed=args.seed, **settings)
+    stored = graph_cache(gen.graph_key(prompts, settings["max_new_tokens"], args.num_samples)) \
+        if getattr(args, "graph_cache", False) else nullcontext()        # the command's own process: nothing else compiles
+    with stored:
+        texts = gen.generate(prompts, num_samples=args.num_samples, seed=args.seed, **settings)
     for prompt, samples in zip(prompts, texts):
         for text in samples: print(prompt + text)
     if getattr(args, "verbose", False):

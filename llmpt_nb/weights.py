@@ -7,9 +7,9 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'DECODER_TYPES', 'LLAMA_HYPER', 'LLAMA_HF
            'from_mindformers', 'ARCHITECTURES', 'TRAINING_STATE', 'ENCODER_HYPER', 'ENCODER_HF_IGNORE', 'FORMATS',
            'save_safetensors', 'read_safetensors_header', 'read_safetensor', 'HFCheckpoint', 'Row', 'MappingTable',
            'WeightsError', 'map_tensors', 'assign_parameters', 'parameter_arrays', 'hf_architecture',
-           'llama_config_from_hf', 'llama_config_to_hf', 'Architecture', 'expected_shapes', 'load_hf_model', 'hf_model',
-           'our_logits', 'hf_logits', 'export_hf', 'save_ms_checkpoint', 'load_ms_checkpoint', 'encoder_config_from_hf',
-           'encoder_config_to_hf', 'load_weights']
+           'llama_config_from_hf', 'llama_config_to_hf', 'Architecture', 'expected_shapes', 'empty_model',
+           'load_hf_model', 'hf_model', 'our_logits', 'hf_logits', 'export_hf', 'save_ms_checkpoint',
+           'load_ms_checkpoint', 'encoder_config_from_hf', 'encoder_config_to_hf', 'load_weights']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
 import json, os, re, shutil, sys, warnings
@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 import mindspore as ms
 from mindspore import Tensor
+from mindspore.nn.utils import no_init_parameters
 from mindspore.common import np_dtype
 from safetensors import safe_open, SafetensorError
 from safetensors.numpy import save_file
 from .models.llama import LlamaConfig, LlamaForCausalLM, DTYPES
 from .models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM
 from .testing import import_transformers  # transformers and torch: the reference side (chapter 06a)
-
 
 # %% ../nbs/07_weights.ipynb #2f118190
 DTYPES_NAME = {v: k for k, v in DTYPES.items()}    # MindSpore dtype -> 'float32' ...
@@ -226,8 +226,9 @@ def map_tensors(source, rename, expected, dtype="float32", ignore=(), tied=(), w
     return arrays, MappingTable(rows)
 
 # %% ../nbs/07_weights.ipynb #911d9c6e
-def assign_parameters(net, arrays, where="the checkpoint"):
-    "Set every parameter of `net` from `arrays` ({name: array}); the name sets must be equal and shapes agree."
+def assign_parameters(net, arrays, where="the checkpoint", give=False):
+    """Set every parameter of `net` from `arrays` ({name: array}); the name sets must be equal and shapes agree. `give`:
+    the arrays are the caller's to give away, so a float32 one becomes its parameter's memory instead of being copied."""
     params = {p.name: p for p in net.get_parameters()}
     missing, extra = sorted(set(params) - set(arrays)), sorted(set(arrays) - set(params))
     problems = [f"missing tensor {n!r} {tuple(params[n].shape)} in {where}" for n in missing]
@@ -239,7 +240,9 @@ def assign_parameters(net, arrays, where="the checkpoint"):
         raise WeightsError(_problem_report(f"loading {where} into {type(net).__name__}", problems,
                                            "the checkpoint was saved from a different model or config"))
     for n, a in arrays.items():
-        params[n].set_data(Tensor(np.asarray(a), params[n].dtype))
+        a, p = np.asarray(a), params[n]
+        owned = give and a.dtype == np.float32 and p.dtype == ms.float32 and a.flags.c_contiguous and a.flags.writeable
+        p.set_data(Tensor.from_numpy(a) if owned else Tensor(a, p.dtype))
     return net
 
 def parameter_arrays(net):
@@ -406,19 +409,25 @@ def _say_fresh(ckpt, arch, fresh, table, dtype):
                   f"({arch.fresh_head}*) start freshly initialised, so the first MLM losses are those of a new head; "
                   "the encoder's weights are loaded and checked as usual", stacklevel=3)
 
+def empty_model(arch, cfg):
+    "`arch`'s model for `cfg` without initial values (no memory, no random draws) for weights about to be loaded."
+    with no_init_parameters():
+        return arch.model_cls(cfg)
+
 def load_hf_model(folder, dtype="float32", seq_length=None, verbose=False):
     "Our model with the weights of a Hugging Face folder; returns (net, MappingTable). Strict: every tensor accounted for."
     ckpt = HFCheckpoint(folder)
     arch = ARCHITECTURES[hf_architecture(ckpt.config, ckpt.folder / "config.json")]
     cfg, hyper = arch.config_from_hf(ckpt.config, dtype=dtype, seq_length=seq_length, where=ckpt.folder / "config.json")
-    net = arch.model_cls(cfg)
-    fresh = {n: a for n, a in parameter_arrays(net).items() if arch.fresh_head and n.startswith(arch.fresh_head)}
+    net = empty_model(arch, cfg)
+    fresh = {p.name: p.init_data().asnumpy() for p in net.get_parameters()   # only a new head gets initial values
+             if arch.fresh_head and p.name.startswith(arch.fresh_head)}
     expected = {n: s for n, s in expected_shapes(net).items() if n not in fresh}
     arrays, table = map_tensors(ckpt, arch.hf_rename, expected, dtype, arch.hf_ignore, arch.hf_tied(cfg),
                                 where=str(ckpt.folder), what=f"{ckpt.folder.name} to {arch.name}",
                                 hint="config.json's sizes (layers, heads, key/value heads, tie_word_embeddings) must "
                                      "describe these tensors: use the config.json saved with them")
-    assign_parameters(net, {**arrays, **fresh}, where=str(ckpt.folder))
+    assign_parameters(net, {**arrays, **fresh}, where=str(ckpt.folder), give=True)
     table.title = f"{ckpt.folder.name} (Hugging Face {arch.name}) -> llmpt_nb {arch.model_cls.__name__}"
     table.hyper = hyper
     if fresh: _say_fresh(ckpt, arch, fresh, table, dtype)
@@ -568,14 +577,14 @@ def load_ms_checkpoint(path, config=None, names=None, dtype=None):
         raise ValueError(f"unsupported architecture {arch_name!r} for {path}: llmpt_nb converts {', '.join(ARCHITECTURES)}")
     arch = ARCHITECTURES[arch_name]
     cfg = arch.config_cls.from_dict({**mc, **({"param_init_type": dtype} if dtype else {})})
-    net = arch.model_cls(cfg)
+    net = empty_model(arch, cfg)
     names = names or strings.get("names") or ("mindformers" if "model.tok_embeddings.embedding_weight" in tensors else "ours")
     if names == "mindformers": _mindformers_names_exist(cfg, path)
     rename = from_mindformers if names == "mindformers" else _identity
     arrays, table = map_tensors(_CkptSource(tensors, path.name), rename, expected_shapes(net), cfg.param_init_type,
                                 TRAINING_STATE, where=path.name, what=f"{path.name} to {arch_name}",
                                 hint="the config does not describe this checkpoint: pass the YAML it was trained with")
-    assign_parameters(net, arrays, where=path.name)
+    assign_parameters(net, arrays, where=path.name, give=True)
     table.title = f"{path.name} ({'MindFormers' if names == 'mindformers' else 'llmpt_nb'} names) -> llmpt_nb {arch_name}"
     return net, table
 

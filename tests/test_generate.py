@@ -207,3 +207,20 @@ def test_export_faults_get_one_sentence_and_change_nothing(run_dir, tmp_path, en
 def test_export_refuses_an_unknown_format(run_dir, tmp_path, env):
     r = llmpt("export", run_dir, "--format", "tflite", "-o", tmp_path / "m.tflite", env=env)
     assert r.returncode == 2 and "invalid choice: 'tflite'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_graphs_from_the_cache_write_what_compiled_ones_write(run_dir, tmp_path, env):
+    """`llmpt generate` stores the graphs it compiles under the request's shapes; a later call of the same shapes loads
+    them and writes the same texts as a compiling call, for other weights of those shapes too (weights are inputs)."""
+    e, graphs = {**env, "XDG_CACHE_HOME": str(tmp_path)}, tmp_path / "llmpt_nb" / "graphs"
+    args = ["--prompt", "中国", "--num_samples", "2", "--seed", "1", "--max_new_tokens", "24"]
+    step3, step6 = (run_dir / "checkpoint" / f"step_{n}.ckpt" for n in (3, 6))
+    first = llmpt("generate", step3, *args, env=e)                           # compiles, then stores
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert [p.name[:5] for p in graphs.iterdir()] != [".tmp_"] and len(list(graphs.iterdir())) == 1
+    compiled6 = llmpt("generate", step6, *args, "--no_graph_cache", env=e)
+    loaded3, loaded6 = (llmpt("generate", w, *args, env=e) for w in (step3, step6))
+    assert "compilation cache" in loaded6.stderr and "compilation cache" not in compiled6.stderr
+    assert loaded3.stdout == first.stdout and loaded6.stdout == compiled6.stdout != first.stdout
+    other = llmpt("generate", step6, *args[:-1], "40", env=e)                   # other shapes: a folder of their own
+    assert other.returncode == 0 and len(list(graphs.iterdir())) == 2, other.stderr[-2000:]

@@ -420,6 +420,7 @@ def test_full_disk(base, tmp_path, env, what):
     try:
         r = llmpt("pretrain", *RUN, *wide, "--runner_config.max_steps=2", f"--output_dir={disk / 'run'}", env=env)
         check_error(r, f"could not write the {what}")
+        assert "no space left" in r.stderr.lower(), r.stderr[-3000:]                 # the cause, not the library's words
         assert not list(disk.rglob(".tmp_*")) and not list(disk.rglob("*.tmp")), list(disk.rglob("*"))
     finally:
         subprocess.run(["umount", str(disk)])
