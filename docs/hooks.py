@@ -20,7 +20,8 @@ These hooks add what mkdocs-jupyter does not do by itself:
    its cell (outputs) instead of running past the right edge.
 6. **A site that reads offline**: formulas are typeset by the MathJax 2 that the `jupyter-server-mathjax` package
    ships, copied into `assets/mathjax/`; Chinese text is drawn with the Noto Sans SC font of `pylopdf-fonts-zh-cn`
-   (SIL Open Font License 1.1; the figures' font too), copied into `assets/fonts/` and used for CJK characters only, so
+   (SIL Open Font License 1.1; the figures' font too), cut to the characters the book uses as JupyterLab gets it
+   (`jupyter/labextension`), copied into `assets/fonts/` and used for CJK characters only, so
    a machine with no Chinese font shows characters, not boxes. Search needs the site served over http
    (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk.
 7. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
@@ -176,15 +177,15 @@ PAGE_CSS = """<style>
 </style>"""
 
 # every page: the bundled CJK font after the system fonts, for CJK characters only (unicode-range)
-CJK_FONT = "NotoSansSC-Regular.otf"
+CJK_FONT = "NotoSansSC-llmpt.woff"   # GB2312 and the chapters' characters (tools/jupyter_font.py)
 CJK_CSS = """<style>
-@font-face { font-family: "llmpt CJK"; src: url("assets/fonts/%s") format("opentype"); font-display: swap;
+@font-face { font-family: "llmpt CJK"; src: url("assets/fonts/%s") format("woff"); font-display: swap;
   unicode-range: U+2E80-2FDF, U+3000-303F, U+3040-30FF, U+3100-312F, U+3190-31FF, U+3400-4DBF, U+4E00-9FFF,
                  U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF; }
-body { --md-text-font-family: -apple-system, BlinkMacSystemFont, Helvetica, Arial, "llmpt CJK", sans-serif;
-       --md-code-font-family: SFMono-Regular, Consolas, Menlo, monospace, "llmpt CJK"; }
+body { --md-text-font-family: "llmpt CJK", -apple-system, BlinkMacSystemFont, Helvetica, Arial, sans-serif;
+       --md-code-font-family: SFMono-Regular, Consolas, Menlo, "llmpt CJK", monospace; }
 body .jupyter-wrapper { --jp-content-font-family: var(--md-text-font-family); --jp-ui-font-family: var(--md-text-font-family);
-       --jp-code-font-family: Menlo, Consolas, "DejaVu Sans Mono", monospace, "llmpt CJK"; }
+       --jp-code-font-family: Menlo, Consolas, "DejaVu Sans Mono", "llmpt CJK", monospace; }
 </style>""" % CJK_FONT
 
 # MathJax 2 as the jupyter-server-mathjax package ships it (one combined configuration, STIX-Web fonts only), drawing
@@ -276,9 +277,9 @@ def on_post_page(output, page, config):
 
 def offline_assets():
     "{folder of the site: source folder or file} for what the pages load from the site itself: MathJax and the CJK font."
-    import jupyter_server_mathjax, pylopdf_fonts_zh_cn
+    import jupyter_server_mathjax
     return {"assets/mathjax": Path(jupyter_server_mathjax.__file__).parent / "static",
-            "assets/fonts": Path(pylopdf_fonts_zh_cn.__file__).parent / CJK_FONT}
+            "assets/fonts": Path(__file__).resolve().parents[1] / "jupyter" / "labextension" / "static" / CJK_FONT}
 
 
 def copy_offline_assets(site_dir):

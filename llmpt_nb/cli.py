@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
-           'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'build_parser', 'default_log_dir',
-           'run_command', 'resume_command', 'main', 'Interrupted']
+           'add_setup_jupyter', 'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'build_parser',
+           'default_log_dir', 'run_command', 'resume_command', 'main', 'Interrupted']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -71,6 +71,13 @@ def add_doctor(subparsers):
                     help + ". One line each: OK, WARN or FAIL, and the fix; exit code 1 if any line FAILs. "
                     "Any --section.key=value overrides the config it checks.",
                     config="YAML config to check against (default: the packaged tiny LLaMA)")
+
+
+def add_setup_jupyter(subparsers):
+    "Add `setup-jupyter` (chapter 00): the font JupyterLab draws Chinese with."
+    return _command(subparsers, "setup-jupyter", "let JupyterLab draw Chinese on a machine without a CJK font",
+                    ("figures", "run_setup_jupyter"), "Put the package's JupyterLab extension, which serves Noto Sans SC "
+                    "to the browser, where JupyterLab finds it (an editable install cannot put it there itself).")
 
 
 def add_import_config(subparsers):
@@ -180,6 +187,7 @@ def build_parser():
     add_export(sub)  # chapter 10e
     add_export_config(sub)  # chapter 10f
     add_doctor(sub)  # chapter 12
+    add_setup_jupyter(sub)  # chapter 00
     add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)
     return parser
 

@@ -328,7 +328,11 @@ def check_font():
         from llmpt_nb.figures import CJK_FONT_PACKAGE
         return Check("font", "WARN", f"no Chinese font for figures ({_first_line(e)})",
                      f"pip install --force-reinstall {CJK_FONT_PACKAGE}")
-    return Check("font", "OK", f"{path.name} for Chinese labels in figures")
+    from llmpt_nb.figures import jupyter_font_extension
+    if jupyter_font_extension() is None:                  # an editable install cannot put it where JupyterLab looks
+        return Check("font", "WARN", f"{path.name} for figures, but JupyterLab draws Chinese as boxes where the machine "
+                     "has no CJK font", "llmpt setup-jupyter")
+    return Check("font", "OK", f"{path.name} for Chinese labels in figures and in JupyterLab")
 
 # %% ../nbs/12_doctor.ipynb #9f9653a2
 CHECKS = {"python": check_python, "numpy": check_numpy, "mindspore": check_mindspore, "graph mode": check_graph_mode,

@@ -279,6 +279,55 @@ def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence):
     shut_down_kernels(lab)
 
 
+GLYPHS_JS = """
+const done = arguments[arguments.length - 1];
+const where = {markdown: ".jp-MarkdownOutput h1", code: ".jp-CodeCell .cm-line", output: ".jp-OutputArea-output pre"};
+const probes = {};
+for (const [name, selector] of Object.entries(where)) {
+  const el = document.querySelector(selector);
+  if (!el) continue;
+  probes[name] = ["\u4e2d\u6587\u9884\u8bad\u7ec3", "\ue000\ue000\ue000\ue000\ue000"].map(text => {
+    const span = document.createElement("span");                 // the element's own font, outside the editor
+    span.textContent = text;
+    span.style.cssText = "position:absolute;visibility:hidden;white-space:pre;font:" + getComputedStyle(el).font;
+    document.body.appendChild(span); span.offsetWidth; return span;
+  });
+}
+document.fonts.ready.then(() => {
+  const widths = {};
+  for (const [name, [han, box]] of Object.entries(probes)) {
+    widths[name] = [han.getBoundingClientRect().width, box.getBoundingClientRect().width];
+    han.remove(); box.remove();
+  }
+  const faces = [...document.fonts].filter(f => f.family.includes("llmpt")).map(f => f.status);
+  done({widths, faces});
+});
+"""
+
+
+def test_chinese_is_drawn_in_jupyterlab_not_boxes(browser, lab, evidence):
+    """Chinese in a notebook's markdown, code and output is drawn with the font the package's JupyterLab extension
+    serves, on a machine with no CJK font: five Chinese characters are not as wide as five characters no font has (the
+    missing-glyph box), and the extension's font face is loaded."""
+    name = "chinese.ipynb"
+    cells = [{"cell_type": "markdown", "id": "md", "metadata": {}, "source": "# 预训练 中文标题"},
+             {"cell_type": "code", "execution_count": None, "id": "code", "metadata": {}, "outputs": [],
+              "source": 'print("中文输出")  # 中文注释'}]
+    kernelspec = json.loads((ROOT / "nbs" / CHAPTER).read_text(encoding="utf-8"))["metadata"]["kernelspec"]
+    (lab["proj"] / "nbs" / name).write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": kernelspec},
+                                                        "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    with keep_evidence(browser, evidence, "chinese", lab["log"]):
+        open_notebook(browser, lab, name, 1)
+        run_all_cells(browser)
+        wait(browser, 120, lambda d: finished(lab_state(d)) and lab_state(d), poll=1)
+        got = browser.execute_async_script(GLYPHS_JS)
+        assert set(got["widths"]) == {"markdown", "code", "output"}, got
+        for where, (han, box) in got["widths"].items():
+            assert han > 0 and abs(han - box) > 0.1 * box, f"{where}: Chinese {han:.1f} px wide, missing glyphs {box:.1f} px"
+        assert "loaded" in got["faces"], f"the extension's font face is not loaded: {got['faces']}"
+    shut_down_kernels(lab)
+
+
 def test_output_checks_see_errors_and_warnings(browser, lab, evidence):
     "The checks above and below are not blind: a warning, a line on stderr and an exception are each reported."
     with keep_evidence(browser, evidence, "errors_on_purpose", lab["log"]):

@@ -10,7 +10,7 @@ SMALL = ["--smoke", "--train_dataset.max_documents=300"]
 
 
 COMMANDS = ["pretrain", "train-tokenizer", "prepare-data", "import-config", "convert-weights", "continue-pretrain", "doctor", "launch",
-            "export-config"]
+            "export-config", "setup-jupyter"]
 
 
 def test_help_does_not_import_mindspore(tmp_path, env):

@@ -220,3 +220,11 @@ def test_hide_machinery_unit():
     cells = hooks.hide_machinery(nb)["cells"]
     assert [c["source"] for c in cells] == [md["source"], "def f(): pass\ns = '#| kept'\n", ""], cells
     assert len(nb["cells"]) == 5 and nb["cells"][3]["source"].startswith("#| export"), "the input must not be changed"
+
+
+def test_the_site_brings_a_small_chinese_font(site):
+    """The site's Chinese font is the cut JupyterLab gets (GB2312 and the chapters' characters, tools/jupyter_font.py),
+    not the 8 MB font file, and every page names it first for CJK code points (its unicode-range)."""
+    font = site / "assets" / "fonts" / "NotoSansSC-llmpt.woff"
+    assert font.is_file() and font.stat().st_size < 3 * 2**20 and not list(site.rglob("*.otf"))
+    assert '--md-text-font-family: "llmpt CJK"' in (site / "index.html").read_text(encoding="utf-8")
