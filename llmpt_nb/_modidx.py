@@ -429,6 +429,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.figures.cjk_font_path': ('figures.html#cjk_font_path', 'llmpt_nb/figures.py'),
                                   'llmpt_nb.figures.diagram': ('figures.html#diagram', 'llmpt_nb/figures.py'),
                                   'llmpt_nb.figures.install_jupyter_font': ('figures.html#install_jupyter_font', 'llmpt_nb/figures.py'),
+                                  'llmpt_nb.figures.install_save_hook': ('figures.html#install_save_hook', 'llmpt_nb/figures.py'),
                                   'llmpt_nb.figures.jupyter_font_extension': ('figures.html#jupyter_font_extension', 'llmpt_nb/figures.py'),
                                   'llmpt_nb.figures.run_setup_jupyter': ('figures.html#run_setup_jupyter', 'llmpt_nb/figures.py'),
                                   'llmpt_nb.figures.use_cjk_font': ('figures.html#use_cjk_font', 'llmpt_nb/figures.py')},

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['CJK_FONT_PACKAGE', 'JUPYTER_FONT', 'COLUMN_INCHES', 'cjk_font_path', 'use_cjk_font', 'jupyter_font_extension',
-           'install_jupyter_font', 'run_setup_jupyter', 'diagram', 'box', 'arrow']
+           'install_jupyter_font', 'install_save_hook', 'run_setup_jupyter', 'diagram', 'box', 'arrow']
 
 # %% ../nbs/00_figures.ipynb #14955779
 from pathlib import Path
@@ -39,7 +39,7 @@ def use_cjk_font(path=None):
     return family
 
 # %% ../nbs/00_figures.ipynb #a88c0e44
-import sys
+import json, sys
 from importlib.resources import files
 
 JUPYTER_FONT = "llmpt-nb-cjk-font"   # the JupyterLab extension that serves the font to the browser
@@ -64,9 +64,21 @@ def install_jupyter_font():
     dest.symlink_to(source, target_is_directory=True)
     return dest
 
+def install_save_hook():
+    """Let JupyterLab save a chapter the way `nbdev-clean` writes it: name nbdev's own save hook, which cleans the
+    notebooks of a project whose pyproject.toml says `jupyter_hooks = true`, in this environment's server config (its
+    other settings kept), so opening a chapter and saving it changes no byte. Returns the config file."""
+    path = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    config.setdefault("ContentsManager", {})["pre_save_hook"] = "nbdev.clean.clean_jupyter"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    return path
+
 def run_setup_jupyter(args, overrides=()):
-    "`llmpt setup-jupyter`: put the font extension where JupyterLab finds it and say so."
-    print(f"JupyterLab draws Chinese with Noto Sans SC from {install_jupyter_font()}; reload JupyterLab's page to see it")
+    "`llmpt setup-jupyter`: the font extension where JupyterLab finds it, and the save hook; say so."
+    print(f"JupyterLab draws Chinese with Noto Sans SC from {install_jupyter_font()} and saves notebooks as nbdev-clean "
+          f"does ({install_save_hook()}); restart JupyterLab to use both")
 
 # %% ../nbs/00_figures.ipynb #bf5de8a0
 COLUMN_INCHES = 6.2   # the docs column is 648 px, 6.48 in at 100 dpi, less the 0.1 in a saved figure pads each side with

@@ -16,7 +16,7 @@ Skipped unless Chromium and ChromeDriver are installed (Debian/Ubuntu: `apt-get 
 JupyterLab works on copies of the notebooks in a temporary folder; nothing in nbs/ is changed. On a failure, a
 screenshot, the page's HTML and the browser's console are saved to a temporary folder named in the message.
 """
-import contextlib, hashlib, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
+import contextlib, difflib, hashlib, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 from conftest import ROOT
@@ -325,6 +325,33 @@ def test_chinese_is_drawn_in_jupyterlab_not_boxes(browser, lab, evidence):
         for where, (han, box) in got["widths"].items():
             assert han > 0 and abs(han - box) > 0.1 * box, f"{where}: Chinese {han:.1f} px wide, missing glyphs {box:.1f} px"
         assert "loaded" in got["faces"], f"the extension's font face is not loaded: {got['faces']}"
+    shut_down_kernels(lab)
+
+
+def menu_item(driver, menu, item):
+    "Menu > item, through the menu bar as a reader does."
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    wait(driver, 60, EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-MenuBar-item')][.//div[contains("
+         f"@class,'lm-MenuBar-itemLabel')][normalize-space()='{menu}']]"))).click()
+    wait(driver, 60, EC.element_to_be_clickable((By.XPATH, "//li[contains(@class,'lm-Menu-item')][.//div[contains("
+         f"@class,'lm-Menu-itemLabel')][normalize-space()='{item}']]"))).click()
+
+
+def test_opening_and_saving_a_chapter_changes_no_byte(browser, lab, evidence):
+    """JupyterLab adds the kernel's `language_info` to a notebook it opens and (auto)saves it; with the save hook that
+    `llmpt setup-jupyter` registers, the file saved is the committed one, byte for byte (a clean git status)."""
+    committed, shown = (ROOT / "nbs" / CHAPTER).read_bytes(), lab["proj"] / "nbs" / CHAPTER
+    shown.write_bytes(committed)                                  # as committed: an earlier test may have run it
+    n_code = sum(c["cell_type"] == "code" for c in json.loads(committed)["cells"])
+    with keep_evidence(browser, evidence, "save_unchanged", lab["log"]):
+        open_notebook(browser, lab, CHAPTER, n_code)
+        before = shown.stat().st_mtime_ns
+        menu_item(browser, "File", "Save Notebook")
+        wait(browser, 60, lambda d: shown.stat().st_mtime_ns != before)
+        time.sleep(1)
+        assert shown.read_bytes() == committed, "saving changed the notebook: " + "".join(difflib.unified_diff(
+            committed.decode().splitlines(True), shown.read_text(encoding="utf-8").splitlines(True)))[:3000]
     shut_down_kernels(lab)
 
 
