@@ -324,7 +324,7 @@ def test_chinese_is_drawn_in_jupyterlab_not_boxes(browser, lab, evidence):
         assert set(got["widths"]) == {"markdown", "code", "output"}, got
         for where, (han, box) in got["widths"].items():
             assert han > 0 and abs(han - box) > 0.1 * box, f"{where}: Chinese {han:.1f} px wide, missing glyphs {box:.1f} px"
-        assert "loaded" in got["faces"], f"the extension's font face is not loaded: {got['faces']}"
+        assert "loaded" in got["faces"], f"the extension's font face is not loaded ({got['faces']}): llmpt setup-jupyter"
     shut_down_kernels(lab)
 
 
@@ -350,7 +350,7 @@ def test_opening_and_saving_a_chapter_changes_no_byte(browser, lab, evidence):
         menu_item(browser, "File", "Save Notebook")
         wait(browser, 60, lambda d: shown.stat().st_mtime_ns != before)
         time.sleep(1)
-        assert shown.read_bytes() == committed, "saving changed the notebook: " + "".join(difflib.unified_diff(
+        assert shown.read_bytes() == committed, "saving changed the notebook (llmpt setup-jupyter?): " + "".join(difflib.unified_diff(
             committed.decode().splitlines(True), shown.read_text(encoding="utf-8").splitlines(True)))[:3000]
     shut_down_kernels(lab)
 
