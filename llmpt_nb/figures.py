@@ -39,7 +39,7 @@ def use_cjk_font(path=None):
     return family
 
 # %% ../nbs/00_figures.ipynb #a88c0e44
-import json, sys
+import json, os, sys
 from importlib.resources import files
 
 JUPYTER_FONT = "llmpt-nb-cjk-font"   # the JupyterLab extension that serves the font to the browser
@@ -69,10 +69,14 @@ def install_save_hook():
     notebooks of a project whose pyproject.toml says `jupyter_hooks = true`, in this environment's server config (its
     other settings kept), so opening a chapter and saving it changes no byte. Returns the config file."""
     path = Path(sys.prefix) / "etc" / "jupyter" / "jupyter_server_config.json"
-    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    try: config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not JSON ({e}): fix or remove it, then run llmpt setup-jupyter again") from None
     config.setdefault("ContentsManager", {})["pre_save_hook"] = "nbdev.clean.clean_jupyter"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    tmp = path.with_name(".tmp_" + path.name)                # the user's other settings are never half written
+    tmp.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 def run_setup_jupyter(args, overrides=()):
