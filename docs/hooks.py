@@ -23,12 +23,16 @@ These hooks add what mkdocs-jupyter does not do by itself:
    (SIL Open Font License 1.1; the figures' font too), cut to the characters the book uses as JupyterLab gets it
    (`jupyter/labextension`), copied into `assets/fonts/` and used for CJK characters only, so
    a machine with no Chinese font shows characters, not boxes. Search needs the site served over http
-   (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk.
+   (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk, and the search
+   box says so there; its index cuts Chinese into words with jieba. The 404 page links relative to itself.
+   The site stays small (under 20 MB): the notebook CSS mkdocs-jupyter puts in every page is one shared file, only
+   the parts of MathJax the pages load are copied, source maps are left out. A copy button's hidden source text is
+   kept from MathJax, which would read `\[` or `$..$` in code as a formula.
 7. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
    is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
    its outputs, so a reader tries the exercise first. The notebook itself runs the solution as any other cell.
 """
-import copy, html, json, re, shutil, tempfile
+import copy, hashlib, html, json, re, shutil, tempfile
 from pathlib import Path
 
 CHAPTER = re.compile(r"^\d")
@@ -167,13 +171,15 @@ def hide_machinery(nb):
 
 
 # the prompts hidden; a long line of code or output scrolls sideways inside its cell, never wraps (a wrapped line of
-# Python would start at column 0 and hide its indentation) and never breaks inside a word
+# Python would start at column 0 and hide its indentation, a wrapped text table falls apart) and never breaks inside a
+# word; more specific than mkdocs-jupyter's own rule (`pre-wrap`, `break-all`), which comes later in the page
 PAGE_CSS = """<style>
 .jp-InputPrompt, .jp-OutputPrompt { display: none !important; }
-.jp-InputArea-editor pre, .jp-OutputArea-output pre { white-space: pre; word-break: normal; overflow-wrap: normal;
-  overflow-x: auto; }
-.jp-OutputArea-output pre, .jp-OutputArea-output table { display: block; overflow-x: auto; max-width: 100%; }
-.jp-OutputArea-output img { max-width: 100%; height: auto; }
+.md-content .jupyter-wrapper .jp-InputArea-editor pre, .md-content .jupyter-wrapper .jp-OutputArea-output pre {
+  white-space: pre; word-break: normal; overflow-wrap: normal; word-wrap: normal; overflow-x: auto; }
+.md-content .jupyter-wrapper .jp-OutputArea-output pre, .md-content .jupyter-wrapper .jp-OutputArea-output table {
+  display: block; overflow-x: auto; max-width: 100%; }
+.md-content .jupyter-wrapper .jp-OutputArea-output img { max-width: 100%; height: auto; }
 </style>"""
 
 # every page: the bundled CJK font after the system fonts, for CJK characters only (unicode-range)
@@ -268,11 +274,44 @@ def on_page_content(html_text, page, config, files):
     return _LINK.sub(fix, html_text)
 
 
+# mkdocs-jupyter puts each code cell's source, for its copy button, in a hidden <div>: MathJax must not read `\[` there
+COPY_TEXT = 'class="clipboard-copy-txt"'
+# from disk (file://) the browser starts no search worker: the search box says why, where it would say "Initializing"
+SEARCH_FROM_DISK = """<script>document.addEventListener("DOMContentLoaded", () => { if (location.protocol !== "file:") return;
+  const say = "Search needs the site served: python -m http.server -d _site";
+  document.querySelectorAll(".md-search__input").forEach(e => e.placeholder = say);
+  document.querySelectorAll(".md-search-result__meta").forEach(e => e.textContent = say); });</script>"""
+_STYLE = re.compile(r'<style type="text/css">(.{2000,}?)</style>', re.S)
+
+
+def shared_stylesheets(output, site_dir):
+    """`output` with each long inline <style> block (mkdocs-jupyter's notebook CSS, 0.6 MB, the same on every page)
+    replaced by a link to one copy under assets/stylesheets/, named by its content's hash, written once."""
+    def link(m):
+        css = m.group(1).encode("utf-8")
+        name = f"assets/stylesheets/notebook-{hashlib.sha256(css).hexdigest()[:12]}.css"
+        dest = Path(site_dir) / name
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(css)
+        return f'<link rel="stylesheet" href="{name}">'
+    return _STYLE.sub(link, output)
+
+
 def on_post_page(output, page, config):
-    "The bundled CJK font on every page, and the notebook pages' own style (PAGE_CSS), at the end of <head>."
-    css = CJK_CSS + ("\n" + PAGE_CSS if page.file.src_uri.endswith(".ipynb") else "")
+    """The bundled CJK font and the search note on every page, and the notebook pages' own style (PAGE_CSS), at the
+    end of <head>; the notebook CSS shared between pages; copy-button texts kept from MathJax."""
+    css = CJK_CSS + SEARCH_FROM_DISK + ("\n" + PAGE_CSS if page.file.src_uri.endswith(".ipynb") else "")
     output = output.replace('<script src="assets/mathjax/', MATHJAX_CONFIG + '\n<script src="assets/mathjax/', 1)
-    return output.replace("</head>", css + "\n</head>", 1)
+    output = output.replace(COPY_TEXT, 'class="clipboard-copy-txt tex2jax_ignore"')
+    return shared_stylesheets(output, config.site_dir).replace("</head>", css + "\n</head>", 1)
+
+
+def on_post_template(output, template_name, config):
+    "The 404 page links with paths from the server's root: made relative, so it also works from disk; the CJK font."
+    if template_name != "404.html": return output
+    output = re.sub(r'\b(href|src)="/(?!/)', r'\1="./', output)
+    return output.replace("</head>", CJK_CSS + "\n</head>", 1)
 
 
 def offline_assets():
@@ -282,10 +321,17 @@ def offline_assets():
             "assets/fonts": Path(__file__).resolve().parents[1] / "jupyter" / "labextension" / "static" / CJK_FONT}
 
 
+def mathjax_unused(folder, names):
+    """What the pages never load from MathJax: formulas are drawn as MathML (no web font files, no SVG output), in
+    English (built in), without the accessibility extensions: 8 of its 12 MB. (HTML-CSS's font tables are loaded.)"""
+    unused = {"a11y", "SVG", "localization"} | ({"fonts"} if Path(folder).name == "static" else set())
+    return [n for n in names if n in unused]
+
+
 def copy_offline_assets(site_dir):
     for dest, src in offline_assets().items():
         dest = Path(site_dir) / dest
-        if src.is_dir(): shutil.copytree(src, dest, dirs_exist_ok=True)
+        if src.is_dir(): shutil.copytree(src, dest, dirs_exist_ok=True, ignore=mathjax_unused)
         else:
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / src.name)
@@ -297,7 +343,9 @@ def _cleanup():
 
 
 def on_post_build(config):
+    "MathJax and the font copied in; the theme's source maps (1.3 MB, read only by a browser's developer tools) left out."
     copy_offline_assets(config.site_dir)
+    for m in (Path(config.site_dir) / "assets").rglob("*.map"): m.unlink()
     _cleanup()
 def on_build_error(error): _cleanup()
 def on_shutdown(): _cleanup()

@@ -16,7 +16,7 @@ Skipped unless Chromium and ChromeDriver are installed (Debian/Ubuntu: `apt-get 
 JupyterLab works on copies of the notebooks in a temporary folder; nothing in nbs/ is changed. On a failure, a
 screenshot, the page's HTML and the browser's console are saved to a temporary folder named in the message.
 """
-import contextlib, difflib, hashlib, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
+import contextlib, difflib, hashlib, importlib.util, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
 from conftest import ROOT
@@ -611,3 +611,70 @@ def test_figures_fit_their_column(browser, site_url, evidence):
     assert not wide, f"images wider than their column (shown px, column px): {wide}"
     assert not shrunk, (f"figures drawn wider than the docs column, so the site shrinks them and their labels: {shrunk}; "
                         "draw them at most 6.4 in wide at 100 dpi")
+
+
+COPY_JS = """
+const art = document.querySelector('article.md-content__inner');
+return Array.from(art.querySelectorAll('.clipboard-copy-txt')).map(e => e.textContent);
+"""
+
+
+@pytest.mark.parametrize("stem", ["glossary", "04a_import_config", "07_weights", "09_launch"])
+def test_the_copy_button_copies_the_code_shown(browser, site_url, evidence, stem):
+    """The copy button of a code cell copies its hidden source text (`clipboard.writeText(node.textContent)`): after
+    MathJax has typeset the page, that text is still the cell's source, `\\[`, `\\(` and `$..$` included (MathJax once
+    read them as formulas)."""
+    spec = importlib.util.spec_from_file_location("llmpt_docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    nb = hooks.hide_machinery(hooks.fold_solutions(json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))))
+    sources = ["".join(c["source"]).strip("\n") for c in nb["cells"] if c["cell_type"] == "code"]
+    assert any(re.search(r"\\[[(]|\$.*\$", s) for s in sources), f"{stem} has no code cell with \\[, \\( or $..$ to check"
+    with keep_evidence(browser, evidence, f"docs_copy_{stem}"):
+        load_page(browser, f"{site_url}/{stem}.html", site_url)
+        wait(browser, 30, lambda d: d.execute_script(
+            "return !window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0 && MathJax.Hub.queue.running === 0"))
+        copied = [t.strip("\n") for t in browser.execute_script(COPY_JS)]
+    assert len(copied) == len(sources), f"{stem}: {len(copied)} copy texts for {len(sources)} code cells"
+    wrong = [(c[:60], s[:60]) for c, s in zip(copied, sources) if c != s]
+    assert not wrong, f"{stem}: the copy button copies other text than the cell shows: {wrong}"
+
+
+WRAP_JS = """
+const art = document.querySelector('article.md-content__inner');
+return Array.from(art.querySelectorAll('.jp-OutputArea-output pre')).map(p => {
+  const st = getComputedStyle(p); return st.whiteSpace + ' ' + st.wordBreak; });
+"""
+
+
+def test_outputs_and_text_tables_keep_their_lines(browser, site_url, evidence):
+    "10d's speed and generation tables: an output line never wraps nor breaks inside a word, it scrolls in its cell."
+    with keep_evidence(browser, evidence, "docs_output_lines"):
+        load_page(browser, f"{site_url}/10d_generate.html", site_url)
+        styles = browser.execute_script(WRAP_JS)
+    assert styles and set(styles) == {"pre normal"}, f"output <pre> styles on 10d: {sorted(set(styles))}"
+
+
+SEARCH_JS = """
+const input = document.querySelector('.md-search__input');
+return {placeholder: input ? input.placeholder : null,
+        meta: Array.from(document.querySelectorAll('.md-search-result__meta')).map(e => e.textContent)};
+"""
+
+
+def test_search_finds_chinese_words_and_says_why_it_cannot_from_disk(browser, site_url, built_site, evidence):
+    """Over http, a Chinese word is found inside a sentence (the index is cut into words by jieba): "学习率" finds chapter
+    05; opened from disk, where browsers run no search worker, the search box says to serve the site."""
+    from selenium.webdriver.common.by import By
+    with keep_evidence(browser, evidence, "docs_search"):
+        load_page(browser, f"{site_url}/index.html", site_url)
+        box = browser.find_element(By.CSS_SELECTOR, ".md-search__input")
+        browser.execute_script("document.getElementById('__search').checked = true; arguments[0].focus();", box)
+        box.send_keys("学习率")
+        found = wait(browser, 60, lambda d: [a.get_attribute("href") for a in
+                                             d.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")] or None)
+        assert any("05_train.html" in h for h in found), f"searching 学习率 found: {found[:8]}"
+        browser.get((built_site / "05_train.html").as_uri())
+        wait(browser, 60, lambda d: d.execute_script("return document.readyState") == "complete")
+        said = browser.execute_script(SEARCH_JS)
+    assert "http.server" in said["placeholder"] and all("http.server" in m for m in said["meta"]), said

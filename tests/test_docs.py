@@ -228,3 +228,15 @@ def test_the_site_brings_a_small_chinese_font(site):
     font = site / "assets" / "fonts" / "NotoSansSC-llmpt.woff"
     assert font.is_file() and font.stat().st_size < 3 * 2**20 and not list(site.rglob("*.otf"))
     assert '--md-text-font-family: "llmpt CJK"' in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_site_is_small_and_its_404_page_works_from_disk(site):
+    """The whole site stays under 20 MB (the notebook CSS is one shared file, MathJax only what the pages load, no
+    source maps), and the 404 page links relative to itself, not to the root of a server."""
+    size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    assert size <= 20 * 2**20, f"the site is {size / 2**20:.1f} MB (at most 20 MB)"
+    pages = list(site.glob("*.html"))
+    inline = [p.name for p in pages if re.search(r'<style type="text/css">.{100000,}?</style>', p.read_text(encoding="utf-8"), re.S)]
+    assert not inline, f"pages that carry the notebook CSS themselves: {inline}"
+    rooted = re.findall(r'(?:href|src)="/[^/"][^"]*"', (site / "404.html").read_text(encoding="utf-8"))
+    assert not rooted, f"404.html links from the server's root (broken from disk): {rooted[:5]}"
