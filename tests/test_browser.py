@@ -340,12 +340,17 @@ def menu_item(driver, menu, item):
 
 def test_opening_and_saving_a_chapter_changes_no_byte(browser, lab, evidence):
     """JupyterLab adds the kernel's `language_info` to a notebook it opens and (auto)saves it; with the save hook that
-    `llmpt setup-jupyter` registers, the file saved is the committed one, byte for byte (a clean git status)."""
+    `llmpt setup-jupyter` registers, the file saved is the committed one, byte for byte (a clean git status). The
+    exercise solutions open collapsed."""
     committed, shown = (ROOT / "nbs" / CHAPTER).read_bytes(), lab["proj"] / "nbs" / CHAPTER
     shown.write_bytes(committed)                                  # as committed: an earlier test may have run it
     n_code = sum(c["cell_type"] == "code" for c in json.loads(committed)["cells"])
     with keep_evidence(browser, evidence, "save_unchanged", lab["log"]):
         open_notebook(browser, lab, CHAPTER, n_code)
+        # the exercise solutions are collapsed: JupyterLab shows a placeholder for each hidden input
+        solutions = sum(c["cell_type"] == "code" and "#| solution" in "".join(c["source"]) for c in json.loads(committed)["cells"])
+        folded = browser.execute_script("return document.querySelectorAll('.jp-CodeCell .jp-InputPlaceholder').length")
+        assert solutions and folded == solutions, f"{folded} collapsed inputs in {CHAPTER}, {solutions} solutions"
         before = shown.stat().st_mtime_ns
         menu_item(browser, "File", "Save Notebook")
         wait(browser, 60, lambda d: shown.stat().st_mtime_ns != before)

@@ -176,6 +176,15 @@ def solution_cells(nb_path):
             if c["cell_type"] == "code" and hooks.SOLUTION.search("".join(c["source"]))]
 
 
+def test_exercise_solutions_are_folded_in_jupyterlab_too():
+    """Each `#| solution` cell stores `jupyter.source_hidden` (kept by nbdev-clean: `allowed_cell_metadata_keys` in
+    pyproject.toml), so JupyterLab shows it collapsed under its exercise until the reader opens it."""
+    cells = {p.stem: solution_cells(p) for p in CHAPTERS}
+    assert sum(map(len, cells.values())) >= 20, cells.keys()
+    shown = {stem: len(cs) for stem, cs in cells.items() if not all(c["metadata"].get("jupyter", {}).get("source_hidden") for c in cs)}
+    assert not shown, f"solution cells JupyterLab shows open (set metadata jupyter.source_hidden): {shown}"
+
+
 def test_exercise_solutions_are_folded(site):
     "A chapter's exercise solutions (`#| solution` cells) are on the page only inside closed <details> blocks."
     with_exercises = [p for p in CHAPTERS if solution_cells(p)]
