@@ -1002,6 +1002,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.trainer.LivePlot': ('train.html#liveplot', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.LivePlot.__init__': ('train.html#liveplot.__init__', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.LivePlot.after_step': ('train.html#liveplot.after_step', 'llmpt_nb/trainer.py'),
+                                  'llmpt_nb.trainer.LivePlot.on_stop': ('train.html#liveplot.on_stop', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.ProfileWindow': ('train.html#profilewindow', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.ProfileWindow.__init__': ('train.html#profilewindow.__init__', 'llmpt_nb/trainer.py'),
                                   'llmpt_nb.trainer.ProfileWindow._begin': ('train.html#profilewindow._begin', 'llmpt_nb/trainer.py'),

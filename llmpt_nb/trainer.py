@@ -18,7 +18,7 @@ import psutil
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
-from tqdm.auto import tqdm
+from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
 from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
 from .config import register, REGISTRY
 from .figures import use_cjk_font
@@ -285,24 +285,40 @@ def plot_losses(history, eval_history=(), ax=None, references=None):
 
 # %% ../nbs/05_train.ipynb #0320c30b
 class LivePlot:
-    "A `Trainer` callback that redraws the loss curve (with `references`) and the metrics line in a notebook widget."
+    """A `Trainer` callback that redraws the loss curve (with `references`) and the metrics line in a notebook widget
+    while the run trains. At the last step (or a stop) the widget gives way to a static copy of what it shows, the
+    line and the figure as a PNG, so a saved notebook keeps the run's plot rather than a widget to redraw."""
     def __init__(self, every=5, references=None):
         import ipywidgets as widgets
         from IPython.display import display
         self.every, self.references, self.out, self.label = every, references, widgets.Output(), widgets.HTML()
-        display(widgets.VBox([self.label, self.out]))
+        self.box = widgets.VBox([self.label, self.out])
+        self.handle, self.png = display(self.box, display_id=True), None
 
     def after_step(self, trainer, rec):
         if rec["step"] % self.every and not rec["last"]:
             return
-        import matplotlib.pyplot as plt
+        import io, base64, matplotlib.pyplot as plt
         evals = trainer.eval_history
-        self.label.value = format_record(rec) + (f" | held-out {evals[-1]['eval_loss']:.4f}" if evals else "")
+        self.label.value = format_record(rec, trainer.total_steps) + (f" | held-out {evals[-1]['eval_loss']:.4f}" if evals else "")
         with self.out:
             self.out.clear_output(wait=True)
             ax = plot_losses(trainer.history, evals, references=self.references)
             plt.show(ax.figure)
+            buf = io.BytesIO(); ax.figure.savefig(buf, format="png", bbox_inches="tight")
+            self.png = base64.b64encode(buf.getvalue()).decode()
             plt.close(ax.figure)
+        if rec["last"]: self.on_stop(trainer)
+
+    def on_stop(self, trainer):
+        "Replace the widget by the static line and figure it shows (once)."
+        if self.handle is None or self.png is None: return
+        import html
+        img = f'<img src="data:image/png;base64,{self.png}">'
+        self.handle.update({"text/html": f"<pre>{html.escape(self.label.value)}</pre>{img}", "image/png": self.png,
+                            "text/plain": self.label.value}, raw=True)
+        for w in (self.label, self.out, self.box): w.close()      # no widget state left in the saved notebook
+        self.handle = None
 
 # %% ../nbs/05_train.ipynb #30e1c0ea
 def summary_writer(log_dir):

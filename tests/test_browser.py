@@ -264,6 +264,9 @@ def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence):
     n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
     with keep_evidence(browser, evidence, "chapter00", lab["log"]):
         open_notebook(browser, lab, CHAPTER, n_code)
+        # the exercise solutions open collapsed, and a collapsed cell shows no execution count: open them first, as a
+        # reader who wants to see every cell run does
+        menu_item(browser, "View", "Expand All Code")
         run_all_cells(browser)
         s = wait(browser, 600, lambda d: finished(lab_state(d)) and lab_state(d), poll=1)
         assert not s["dialogs"], s["dialogs"]
@@ -396,7 +399,7 @@ def test_live_training_plot_redraws(browser, lab, evidence):
         assert len(seen) >= 2, f"the live loss plot was drawn {len(seen)} time(s) while training; expected at least 2"
         assert len(cell["images"]) == 1, f"{len(cell['images'])} figures in the cell's output after training; expected one"
         assert cell["images"][0]["ok"] and cell["images"][0]["src"].startswith("data:image/png;base64,")
-        assert f"step {STEPS} loss" in text, "no metrics line shows the last step"
+        assert f"step {STEPS}/{STEPS} loss" in text, "no metrics line shows the last step"
         summary = json.loads((lab["run_dir"] / "summary.json").read_text())
         assert summary["steps"] == STEPS
     shut_down_kernels(lab)

@@ -111,13 +111,20 @@ def test_stored_figures_are_images(site, stem):
     assert not missing, f"{stem}: stored figures {missing} are not images on the page"
 
 
-def test_loss_plot_is_an_image(site):
-    "The live training view stores its loss plot in widget state; the page shows it as a plain image, offline."
-    pngs = stored_pngs(ROOT / "nbs" / "05_train.ipynb", widgets=True)
-    assert pngs, "05_train stores no loss plot in its widget state"
-    text = article(site, "05_train").replace("\n", "")
+@pytest.mark.parametrize("stem", ["05_train", "10_pretrain"])
+def test_loss_plot_is_an_image(site, stem):
+    """A live training view (`LivePlot`) leaves a static copy of itself when the run ends: the notebook stores the loss
+    plot as a PNG output and no widget for JupyterLab to redraw (it showed `VBox(...)`), and the page shows the plot."""
+    nb = json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    live = [c for c in nb["cells"] if c["cell_type"] == "code" and re.search(r"LivePlot\(|live=True", "".join(c["source"]))
+            and not "".join(c["source"]).lstrip().startswith("#| export")]
+    assert live, f"{stem}: no cell trains with the live view"
+    outs = [o for c in live for o in c.get("outputs", [])]
+    assert not [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], f"{stem}: a widget is stored"
+    pngs = [o["data"]["image/png"].replace("\n", "") for o in outs if "image/png" in o.get("data", {})]
+    assert pngs and "widgets" not in nb["metadata"], f"{stem}: {len(pngs)} loss plots stored, metadata {list(nb['metadata'])}"
+    text = article(site, stem).replace("\n", "")
     assert re.search(r'<img [^>]*src="data:image/png;base64,' + re.escape(pngs[-1][:200]), text), "no loss plot <img>"
-    assert "application/vnd.jupyter.widget-view+json" not in text, "a widget left for JavaScript to draw"
 
 
 def test_glossary_page_in_two_languages(site):

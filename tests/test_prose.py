@@ -1,6 +1,6 @@
-"""Prose that matches its outputs: a decimal figure in a chapter's markdown is printed by that chapter (its stored
-outputs, or its code when the figure is a setting), or the cell that quotes it names where it was measured (the
-README, a file of `benchmarks/`, another chapter, a results `.json`). The same holds for a duration (`28 s`,
+"""Prose that matches its outputs: a figure in a chapter's markdown (a decimal, a number with thousands separators, a
+percentage) is printed by that chapter (its stored outputs, or its code when the figure is a setting), or the sentence
+that quotes it names where it was measured (the README, a file of `benchmarks/`, another chapter, a results `.json`). The same holds for a duration (`28 s`,
 `14 minutes`): a run's time is read from its output, never from a sentence written after an earlier run.
 
 Version numbers (MindSpore 2.10, YAML 1.2), formulas (`$\\ln 64 = 4.16$`) and code (backticks) are not figures.
@@ -15,7 +15,10 @@ import json, re
 import pytest
 from conftest import ROOT
 
-DECIMAL = re.compile(r"(?<![\w.$\\{^_-])\d[\d,]*\.\d+(?![\w.]*\d)")
+# a decimal (4.476), a number with thousands separators (3,141) or a percentage (45%, 10.6%)
+DECIMAL = re.compile(r"(?<![\w.$\\{^_-])(?:\d[\d,]*\.\d+|\d{1,3}(?:,\d{3})+)(?![\w.]*\d|[eE][-+]?\d)|(?<![\w.$\\{^_-])\d+(?:\.\d+)?(?=\s?%)")
+# a sentence ends at . ! ? before a capital, a blank line, or a list item or table row
+SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[`*])|\n\s*\n|\n(?=\s*[-*|] |\s*\d+\. )")
 VERSION = re.compile(r"(?:MindSpore|transformers|Python|PyTorch|YAML|torch|NumPy|nbdev|License|version)[ =<>]*\d+(?:\.\d+)+")
 SOURCE = re.compile(r"README|benchmarks/|[Cc]hapters?\s+\d\d|\]\(\d\d\w*_\w+\.ipynb|\.json\b")
 CHAPTERS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
@@ -33,13 +36,15 @@ def printed(nb):
 
 
 def unshown_figures(nb):
-    "(figure, the start of its cell) for each decimal figure of the markdown that nothing shows or names."
+    """(figure, its sentence) for each figure of the markdown that nothing of the chapter shows and that its own sentence
+    names no source for (a source named elsewhere in the cell covers only its own sentence)."""
     shown, out = printed(nb), []
     for c in nb["cells"]:
-        src = "".join(c["source"])
-        if c["cell_type"] != "markdown" or SOURCE.search(src): continue
-        text = VERSION.sub("", re.sub(r"\$[^$]*\$|`[^`]*`", "", src))
-        out += [(m, src[:70]) for m in DECIMAL.findall(text) if m.replace(",", "") not in shown]
+        if c["cell_type"] != "markdown": continue
+        for sentence in SENTENCE.split("".join(c["source"])):
+            if SOURCE.search(sentence): continue
+            text = VERSION.sub("", re.sub(r"\$[^$]*\$|`[^`]*`", "", sentence))
+            out += [(m, sentence.strip()[:90]) for m in DECIMAL.findall(text) if m.replace(",", "") not in shown]
     return out
 
 
@@ -58,7 +63,11 @@ def test_the_check_sees_an_unshown_figure():
     nb["cells"].append(cell("markdown", "A run of 9 min 45 s ended at 7.17 (MindSpore 2.10, $\\ln 64 = 4.16$)."))
     assert [f for f, _ in unshown_figures(nb)] == ["7.17"]
     nb["cells"][-1]["source"] += " Measured in the README."
+    assert [f for f, _ in unshown_figures(nb)] == ["7.17"]          # the source names its own sentence only
+    nb["cells"][-1]["source"] = "A run of 9 min 45 s ended at 7.17 (the README)."
     assert unshown_figures(nb) == []
+    nb["cells"].append(cell("markdown", "It reads 3,141 tokens/s, 45% of them padding."))
+    assert [f for f, _ in unshown_figures(nb)] == ["3,141", "45"]
 
 
 # ---- durations -------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Re-run chapters and keep their outputs, the way the notebooks are committed: executed top to bottom in their own
 folder with IN_TEST=1 (tiny configs, `#| slow` cells skipped the way nbdev-test skips them), MindSpore's log lines
-and this machine's temporary paths left out, widget state kept, then `nbdev-clean`.
+and this machine's temporary paths left out, the state of the widgets an output shows kept, then `nbdev-clean`.
 
     python tools/refresh_outputs.py nbs/05_train.ipynb [nbs/10_pretrain.ipynb ...]
     python tools/refresh_outputs.py --slow nbs/10_pretrain.ipynb   # `#| slow` cells run too (their outputs are kept)
@@ -23,7 +23,7 @@ below (the one place that says what "the same output" means):
   compares the rest;
   `#| varies: live` (a live training view) compares nothing: a kernel keeps it as widgets, nbdev-test as images.
 """
-import os, re, subprocess, sys, tempfile
+import json, os, re, subprocess, sys, tempfile
 from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
@@ -132,6 +132,22 @@ def mismatches(kept, fresh):
     return [k for k in a if not same(a[k], b.get(k))] + [k for k in b if k not in a]
 
 
+def drop_unused_widget_state(nb):
+    """Keep only the widget models an output still shows (and the models they refer to): a live view that replaced
+    itself by a static figure (chapter 05's `LivePlot`) leaves its closed models behind in the kernel's state."""
+    key = "application/vnd.jupyter.widget-state+json"
+    state = nb.metadata.get("widgets", {}).get(key, {}).get("state", {})
+    todo = [o["data"][WIDGET]["model_id"] for c in nb.cells for o in c.get("outputs", []) if WIDGET in o.get("data", {})]
+    used = set()
+    while todo:
+        mid = todo.pop()
+        if mid in used or mid not in state: continue
+        used.add(mid)
+        todo += re.findall(r"IPY_MODEL_(\w+)", json.dumps(state[mid]))
+    if used: nb.metadata["widgets"][key]["state"] = {k: v for k, v in state.items() if k in used}
+    else: nb.metadata.pop("widgets", None)
+
+
 def refresh(path, slow=False):
     nb = nbformat.read(path, as_version=4)
     flags = tuple(f for f in SKIP_FLAGS if not (slow and "slow" in f))
@@ -157,6 +173,7 @@ def refresh(path, slow=False):
                     out["data"][mime] = tidy(out["data"][mime])
         if c.cell_type == "code":
             c.outputs = [o for o in c.outputs if not (o.output_type == "stream" and not o.text.strip())]
+    drop_unused_widget_state(nb)
     nbformat.write(nb, path)
     subprocess.run(["nbdev-clean", "--fname", str(path)], check=True)
 
