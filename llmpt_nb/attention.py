@@ -109,6 +109,10 @@ def causal_attention(q, k, v, mask, softmax_dtype=ms.float32, block=128):
     return (outs[0] if len(outs) == 1 else ops.cat(outs, axis=3)).reshape(b, h, t, d)
 
 # %% ../nbs/00a_attention.ipynb #9550588b
+def _is_cjk(text):
+    "True if every character of `text` is a CJK character or a full-width form."
+    return bool(text) and all("\u3000" <= ch <= "\u9fff" or "\uf900" <= ch <= "\uffef" for ch in text)
+
 def plot_attention(weights, tokens=None, ax=None, title="attention weights"):
     "Heatmap of a (query, key) weight matrix; returns the matplotlib Axes."
     import matplotlib.pyplot as plt
@@ -119,7 +123,8 @@ def plot_attention(weights, tokens=None, ax=None, title="attention weights"):
     im = ax.imshow(weights, cmap="viridis", vmin=0)
     ax.figure.colorbar(im, ax=ax)
     if tokens is not None:
-        ax.set_xticks(range(len(tokens)), tokens, rotation=90)
+        upright = all(_is_cjk(t) for t in tokens)     # Chinese reads upright: one character above the next
+        ax.set_xticks(range(len(tokens)), ["\n".join(t) for t in tokens] if upright else tokens, rotation=0 if upright else 90)
         ax.set_yticks(range(len(tokens)), tokens)
     ax.set(xlabel="key (attended to)", ylabel="query (attending)", title=title)
     return ax
