@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import mindspore.dataset as ds
 from mindspore.mindrecord import FileWriter
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
@@ -230,86 +231,6 @@ class MindRecordWriter:
         self.work = Path(tempfile.mkdtemp(prefix=f'.{path.name}.', dir=path.parent))
         self.rows, self.held, self.done, self.group = 0, [], [], []
 
-    def _open_group(self):
-        "The next `shard_num` files: a FileWriter and [rows, first row, last row] each."
-        for k in range(self.shard_num):
-            i = len(self.done) + k
-            name = self.path.name if self.shard_num == 1 and not self.file_rows else f'{self.path.name}{i}'
-            w = FileWriter(str(self.work / name), shard_num=1, overwrite=False)
-            w.set_page_size(self.sizes[0]); w.set_header_size(self.sizes[1])
-            w.add_schema({c: {'type': 'int32', 'shape': [self.length]} for c in self.columns}, 'llmpt_nb packed tokens')
-            self.group.append([w, 0, None, None])
-
-    def _close_group(self):
-        "Commit the open files (MindRecord writes each one's index now) and check their rows."
-        for w, count, first, last in self.group:
-            try: w.commit()
-            except RuntimeError as e: self._failed(e)
-            _trim_heap()
-            try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
-                                Path(w._paths[0]).name, count)
-            except BaseException: self.abort(); raise
-            self.done.append(Path(w._paths[0]).name)
-        self.group = []
-
-    def write(self, rows):
-        "Add rows (column -> int32 [N, row_length], validated as `write_mindrecord` does)."
-        cols = _validate_rows(rows)
-        if sorted(cols) != sorted(self.columns) or next(iter(cols.values())).shape[1] != self.length:
-            raise ValueError(f"rows with columns {sorted(cols)} of length {next(iter(cols.values())).shape[1]}; this writer "
-                             f"writes {sorted(self.columns)} of length {self.length}")
-        self.held.append(cols)
-        if sum(len(h[self.columns[0]]) for h in self.held) >= WRITE_BATCH_ROWS + self.multiple:
-            self._flush(keep=self.multiple - 1)    # rows that the cut to row_multiple may drop wait for commit
-
-    def _flush(self, keep):
-        "Write the held rows but the last `keep`: row i of the set to file i % shard_num of the open group."
-        if not self.held: return
-        cols = {k: np.concatenate([h[k] for h in self.held]) for k in self.columns}
-        n, at = max(len(cols[self.columns[0]]) - keep, 0), 0
-        while at < n:
-            if not self.group: self._open_group()
-            room = (self.file_rows * self.shard_num - sum(f[1] for f in self.group)) if self.file_rows else n - at
-            take = min(n - at, room)
-            for k, f in enumerate(self.group):
-                part = {c: v[at + (k - self.rows) % self.shard_num:at + take:self.shard_num] for c, v in cols.items()}
-                m = len(part[self.columns[0]])
-                if not m: continue
-                try: _write_rows(f[0], part)
-                except RuntimeError as e: self._failed(e)
-                f[1] += m
-                if f[2] is None: f[2] = {c: v[0].copy() for c, v in part.items()}
-                f[3] = {c: v[-1].copy() for c, v in part.items()}
-            self.rows, at = self.rows + take, at + take
-            if self.file_rows and sum(f[1] for f in self.group) == self.file_rows * self.shard_num: self._close_group()
-        self.held = [{k: c[n:].copy() for k, c in cols.items()}] if keep else []
-
-    def _failed(self, e):  # MindRecord's C++ writer: a full disk, a file-size limit
-        free = shutil.disk_usage(self.work).free                     # before abort() frees what was written
-        self.abort()
-        why = (f"no space left on the device ({free / 2**20:.1f} MB free, a page needs {self.sizes[0] / 2**20:.1f} MB)"
-               if free < 2 * sum(self.sizes) else str(e).strip().splitlines()[0])   # else MindSpore's own reason
-        raise OSError(f"could not write the MindRecord set {self.path}: {why}. Free disk space "
-                      "or choose another output_dir; nothing was replaced") from None
-
-    def commit(self):
-        "Write what is held (cut to `row_multiple`), check every file's rows and move the files in place; returns the files."
-        held = sum(len(h[self.columns[0]]) for h in self.held)
-        self._flush(keep=(self.rows + held) % self.multiple)
-        if any(f[1] == 0 for f in self.group) or not (self.group or self.done):
-            self.abort()
-            raise ValueError(f"{self.rows} rows for {self.shard_num} MindRecord files of {self.path.name}: every file "
-                             "needs a row; give more text or fewer shards")
-        self._close_group()
-        if len(self.done) > 1 or self.done != [self.path.name]:
-            (self.work / f'{self.path.name}.files').write_text(json.dumps(self.done))
-        new = sorted(os.listdir(self.work))
-        for f in new: os.replace(self.work / f, self.path.parent / f)
-        for f in self.old:
-            if f.name not in new: f.unlink()
-        self.abort()
-        return mindrecord_files(self.path)
-
     def abort(self):
         "Remove what was written; the old set, if any, stays as it was."
         shutil.rmtree(self.work, ignore_errors=True)
@@ -318,6 +239,95 @@ class MindRecordWriter:
     def __exit__(self, kind, *_):
         if kind is None: self.files = self.commit()
         else: self.abort()
+
+# %% ../nbs/02_data.ipynb #d02a0004
+@patch
+def _open_group(self: MindRecordWriter):
+    "The next `shard_num` files: a FileWriter and [rows, first row, last row] each."
+    for k in range(self.shard_num):
+        i = len(self.done) + k
+        name = self.path.name if self.shard_num == 1 and not self.file_rows else f'{self.path.name}{i}'
+        w = FileWriter(str(self.work / name), shard_num=1, overwrite=False)
+        w.set_page_size(self.sizes[0]); w.set_header_size(self.sizes[1])
+        w.add_schema({c: {'type': 'int32', 'shape': [self.length]} for c in self.columns}, 'llmpt_nb packed tokens')
+        self.group.append([w, 0, None, None])
+
+@patch
+def _close_group(self: MindRecordWriter):
+    "Commit the open files (MindRecord writes each one's index now) and check their rows."
+    for w, count, first, last in self.group:
+        try: w.commit()
+        except RuntimeError as e: self._failed(e)
+        _trim_heap()
+        try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
+                            Path(w._paths[0]).name, count)
+        except BaseException: self.abort(); raise
+        self.done.append(Path(w._paths[0]).name)
+    self.group = []
+
+# %% ../nbs/02_data.ipynb #d02a0006
+@patch
+def write(self: MindRecordWriter, rows):
+    "Add rows (column -> int32 [N, row_length], validated as `write_mindrecord` does)."
+    cols = _validate_rows(rows)
+    if sorted(cols) != sorted(self.columns) or next(iter(cols.values())).shape[1] != self.length:
+        raise ValueError(f"rows with columns {sorted(cols)} of length {next(iter(cols.values())).shape[1]}; this writer "
+                         f"writes {sorted(self.columns)} of length {self.length}")
+    self.held.append(cols)
+    if sum(len(h[self.columns[0]]) for h in self.held) >= WRITE_BATCH_ROWS + self.multiple:
+        self._flush(keep=self.multiple - 1)    # rows that the cut to row_multiple may drop wait for commit
+
+@patch
+def _flush(self: MindRecordWriter, keep):
+    "Write the held rows but the last `keep`: row i of the set to file i % shard_num of the open group."
+    if not self.held: return
+    cols = {k: np.concatenate([h[k] for h in self.held]) for k in self.columns}
+    n, at = max(len(cols[self.columns[0]]) - keep, 0), 0
+    while at < n:
+        if not self.group: self._open_group()
+        room = (self.file_rows * self.shard_num - sum(f[1] for f in self.group)) if self.file_rows else n - at
+        take = min(n - at, room)
+        for k, f in enumerate(self.group):
+            part = {c: v[at + (k - self.rows) % self.shard_num:at + take:self.shard_num] for c, v in cols.items()}
+            m = len(part[self.columns[0]])
+            if not m: continue
+            try: _write_rows(f[0], part)
+            except RuntimeError as e: self._failed(e)
+            f[1] += m
+            if f[2] is None: f[2] = {c: v[0].copy() for c, v in part.items()}
+            f[3] = {c: v[-1].copy() for c, v in part.items()}
+        self.rows, at = self.rows + take, at + take
+        if self.file_rows and sum(f[1] for f in self.group) == self.file_rows * self.shard_num: self._close_group()
+    self.held = [{k: c[n:].copy() for k, c in cols.items()}] if keep else []
+
+@patch
+def _failed(self: MindRecordWriter, e):  # MindRecord's C++ writer: a full disk, a file-size limit
+    free = shutil.disk_usage(self.work).free                     # before abort() frees what was written
+    self.abort()
+    why = (f"no space left on the device ({free / 2**20:.1f} MB free, a page needs {self.sizes[0] / 2**20:.1f} MB)"
+           if free < 2 * sum(self.sizes) else str(e).strip().splitlines()[0])   # else MindSpore's own reason
+    raise OSError(f"could not write the MindRecord set {self.path}: {why}. Free disk space "
+                  "or choose another output_dir; nothing was replaced") from None
+
+# %% ../nbs/02_data.ipynb #d02a0008
+@patch
+def commit(self: MindRecordWriter):
+    "Write what is held (cut to `row_multiple`), check every file's rows and move the files in place; returns the files."
+    held = sum(len(h[self.columns[0]]) for h in self.held)
+    self._flush(keep=(self.rows + held) % self.multiple)
+    if any(f[1] == 0 for f in self.group) or not (self.group or self.done):
+        self.abort()
+        raise ValueError(f"{self.rows} rows for {self.shard_num} MindRecord files of {self.path.name}: every file "
+                         "needs a row; give more text or fewer shards")
+    self._close_group()
+    if len(self.done) > 1 or self.done != [self.path.name]:
+        (self.work / f'{self.path.name}.files').write_text(json.dumps(self.done))
+    new = sorted(os.listdir(self.work))
+    for f in new: os.replace(self.work / f, self.path.parent / f)
+    for f in self.old:
+        if f.name not in new: f.unlink()
+    self.abort()
+    return mindrecord_files(self.path)
 
 def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23):
     "Validate `rows` (column -> int32 [N, L]) and write them atomically as MindRecord at `path`; returns the files."
