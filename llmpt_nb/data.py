@@ -28,7 +28,7 @@ __all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mind
            'write_mindrecord', 'stored_columns', 'read_mindrecord', 'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
-IGNORE_INDEX = -100
+IGNORE_INDEX = -100   # a label that is not scored: padding here, and (chapter 11) the tokens MLM does not predict
 
 class Packer:
     """Documents in, rows of `seq_length + 1` tokens out, one batch of documents at a time: each document is followed
