@@ -7,7 +7,7 @@ __all__ = ['AMP_LEVELS', 'GB', 'low_precision_dtype', 'apply_amp_level', 'Dynami
            'memory_table', 'measure_setting']
 
 # %% ../nbs/08_precision.ipynb #26f6c5ea
-import json, math, subprocess, sys, tempfile
+import json, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
 from .config import load_config

@@ -135,7 +135,8 @@ def read_checkpoint_meta(meta_path):
     meta_path = Path(meta_path)
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        step, files = int(meta["step"]), dict(meta.get("files", {}))
+        int(meta["step"])                      # metadata without a whole-number step is not a checkpoint's
+        files = dict(meta.get("files", {}))
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{meta_path} is not readable checkpoint metadata ({type(e).__name__}: {e})") from None
     for name, want in files.items():

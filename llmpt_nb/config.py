@@ -513,7 +513,7 @@ class Registry:
 
     def _check_kind(self, kind):
         if callable(kind):
-            raise TypeError(f"register needs a kind first: write @register('model'), not @register")
+            raise TypeError("register needs a kind first: write @register('model'), not @register")
         if kind not in self._table:
             close = difflib.get_close_matches(str(kind), self.kinds, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ''

@@ -10,14 +10,14 @@ __all__ = ['SPECIALS', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documen
            'mlm_summary', 'continue_pretrain', 'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
-import collections, functools, importlib.util, json, math, os, time, unicodedata
+import collections, functools, importlib.util, json, math, time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 import mindspore as ms
-from mindspore import nn, ops, Tensor
+from mindspore import nn, ops
 from .amp import apply_amp_level
 from .corpus import load_corpus, clean_documents, split_sentences, split_train_val
 from .data import write_mindrecord, read_mindrecord

@@ -9,7 +9,7 @@ __all__ = ['FULL_SIZES', 'SMALL_SIZES', 'MODEL_NAMES', 'labelled_reviews', 'spli
            'pretrain_general_then_domain', 'mean_spread', 'domain_experiment', 'results_table']
 
 # %% ../nbs/11a_domain_task.ipynb #e8d6a6fb
-import json, math, platform, time
+import json, time
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np

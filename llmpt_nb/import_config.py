@@ -12,7 +12,7 @@ __all__ = ['MC', 'MF_LLAMA', 'HF_NAMES', 'SECTIONS_2X', 'FAMILIES', 'MF_2X', 'NO
 import difflib, json, re
 from collections import namedtuple
 from pathlib import Path, PurePosixPath
-from typing import Optional, Union
+from typing import Optional
 
 import yaml
 
@@ -486,7 +486,7 @@ _V2_RULES = [
     (r'callbacks\[\d+\]\.checkpoint_format', _only(('ckpt', 'safetensors'), 'a format llmpt_nb does not write', 'checkpoint.format')),
     ('callbacks', lambda v, src, key: ({}, 'no extra callbacks') if v == [] else ({}, 'no equivalent in llmpt_nb')),
     ('use_legacy', _drop("2.x's mcore models (false) or its r1.x ones (true): llmpt_nb has one LLaMA-style decoder")),
-    ('pretrained_model_dir', lambda v, src, key: ({}, f"its config.json was read: the config.json.* rows" if getattr(src, 'hf_config', None)
+    ('pretrained_model_dir', lambda v, src, key: ({}, "its config.json was read: the config.json.* rows" if getattr(src, 'hf_config', None)
         else "no config.json there: the model comes from this YAML")),
     ('load_ckpt_format', _drop("llmpt_nb tells a checkpoint's format from its suffix (.ckpt or .safetensors)")),
 ]
@@ -693,6 +693,6 @@ def run_import_config(args, overrides=()) -> int:
         raise ValueError(f"import-config takes no config overrides ({' '.join('--' + o for o in overrides)}): "
                          "pass them to llmpt pretrain, or edit the written YAML")
     out = Path(args.output) if args.output else Path(Path(args.file).stem + '_llmpt.yaml')
-    result = import_config(args.file, out, overwrite=args.overwrite)
+    import_config(args.file, out, overwrite=args.overwrite)
     print(f"\nwrote {out}; train with: llmpt pretrain --config {out}")
     return 0

@@ -11,14 +11,14 @@ __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcas
            'load_weights', 'max_weight_diff', 'results_table']
 
 # %% ../nbs/09a_parallel.ipynb #9f437c81
-import argparse, functools, json, math, os, resource, sys, time
+import argparse, functools, json, os, time
 from collections import namedtuple
 from pathlib import Path
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
-from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding, count_parameters
-from .trainer import AdamW, AccumulateStep, ApplyStep, embedding_index, gradient_buffers, set_context, peak_rss_mb
+from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, Linear, RMSNorm, Embedding
+from .trainer import AdamW, AccumulateStep, ApplyStep, embedding_index, gradient_buffers, peak_rss_mb
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
 def under_msrun():

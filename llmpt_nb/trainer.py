@@ -19,7 +19,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
 from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
-from .models.llama import IGNORE_INDEX, CausalLMLoss, LlamaConfig, LlamaForCausalLM, count_parameters
+from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import register, REGISTRY
 from .figures import use_cjk_font
 

@@ -9,7 +9,6 @@ __all__ = ['DTYPES', 'shared_causal_mask', 'ModelConfig', 'LlamaConfig', 'Linear
 
 # %% ../../nbs/03_model.ipynb #df7e3da1
 import difflib, functools
-import math
 from dataclasses import dataclass, fields, asdict
 import numpy as np
 import mindspore as ms

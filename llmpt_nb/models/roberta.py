@@ -9,11 +9,10 @@ __all__ = ['ACTIVATIONS', 'MASKED_LM', 'EncoderConfig', 'Dense', 'LayerNorm', 'a
            'BertLMPredictionHead', 'BertOnlyMLMHead', 'RobertaForMaskedLM', 'BertForMaskedLM', 'build_encoder']
 
 # %% ../../nbs/03b_encoder.ipynb #9e62082b
-from dataclasses import dataclass, fields, asdict
-import numpy as np
+from dataclasses import dataclass
 from fastcore.basics import patch
 import mindspore as ms
-from mindspore import nn, ops, Tensor, Parameter
+from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, Normal
 from .llama import DTYPES, Embedding, Linear, ModelConfig
 from ..attention import scaled_dot_product_attention
