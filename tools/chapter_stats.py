@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DIRECTIVE = re.compile(r"^#\|\s*([\w-]+)")
 OPENING = re.compile(r"(?i)in this chapter you will|what you will (?:learn|see)")
-EXERCISE = re.compile(r"(?m)^#{2,3} Exercise\b(?!s\s*$)")   # "### Exercise 1: ...", "## Exercise: ...", not "## Exercises"
+EXERCISE = re.compile(r"(?m)^#{2,3} Exercise\b(?!s?\s*$)")   # "### Exercise 1: ...", "## Exercise: ...", not "## Exercises"
 
 
 def code_lines(src):
