@@ -26,8 +26,8 @@ These hooks add what mkdocs-jupyter does not do by itself:
    (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk, and the search
    box says so there; its index cuts Chinese into words with jieba. The 404 page links relative to itself.
    The site stays small (under 20 MB): the notebook CSS mkdocs-jupyter puts in every page is one shared file, only
-   the parts of MathJax the pages load are copied, source maps are left out. A copy button's hidden source text is
-   kept from MathJax, which would read `\[` or `$..$` in code as a formula.
+   the parts of MathJax the pages load are copied, source maps and other languages' search splitters are left out.
+   A copy button's hidden source text is kept from MathJax, which would read `\[` or `$..$` in code as a formula.
 7. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
    is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
    its outputs, so a reader tries the exercise first. The notebook itself runs the solution as any other cell.
@@ -342,10 +342,21 @@ def _cleanup():
     _staged["dir"] = None
 
 
+def unused_theme_files(site_dir, langs):
+    """The theme's files no page loads: source maps (1.3 MB, read only by a browser's developer tools), and the search
+    worker's word splitters and stemmers for languages other than the search index's `langs` (Thai's alone is 0.7 MB)."""
+    assets = Path(site_dir) / "assets"
+    keep = {f"lunr.{l}.min.js" for l in langs} | {"lunr.stemmer.support.min.js", "lunr.multi.min.js"}
+    lunr = assets / "javascripts" / "lunr"
+    splitters = [f for f in lunr.glob("*.js")] + [f for f in (lunr / "min").glob("lunr.*.min.js") if f.name not in keep]
+    return list(assets.rglob("*.map")) + (splitters if lunr.is_dir() else [])
+
+
 def on_post_build(config):
-    "MathJax and the font copied in; the theme's source maps (1.3 MB, read only by a browser's developer tools) left out."
+    "MathJax and the font copied in; the theme's files that no page loads left out."
     copy_offline_assets(config.site_dir)
-    for m in (Path(config.site_dir) / "assets").rglob("*.map"): m.unlink()
+    search = config.plugins.get("search") or config.plugins.get("material/search")
+    for f in unused_theme_files(config.site_dir, search.config.lang if search else ["en"]): f.unlink()
     _cleanup()
 def on_build_error(error): _cleanup()
 def on_shutdown(): _cleanup()
