@@ -173,7 +173,9 @@ def test_the_kept_full_run_beats_its_bigram():
     samples = [l for c in cells for l in _stdout(c).splitlines() if re.match(r"step +[\d,]+ \(held-out", l)]
     assert len(samples) == 4 and all(l.split(": ", 1)[1].startswith("中国") for l in samples), samples
     slow = [c for c in cells if "".join(c["source"]).startswith("#| slow")]
-    assert sum(comparable({**c, "source": ""})["images"] for c in slow) >= 2, "the curve and the attention maps"
+    assert sum(comparable({**c, "source": ""})["images"] for c in slow) >= 1, "the curve of the full run"
+    maps = next(c for c in cells if "def attention_maps(" in "".join(c["source"]))   # from the packaged step-2,000 weights
+    assert comparable({**maps, "source": ""})["images"] == 1, "the attention maps"
 
 
 def test_multiline_mindspore_logs_are_dropped():
