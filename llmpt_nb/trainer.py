@@ -293,30 +293,30 @@ class LivePlot:
         from IPython.display import display
         self.every, self.references, self.out, self.label = every, references, widgets.Output(), widgets.HTML()
         self.box = widgets.VBox([self.label, self.out])
-        self.handle, self.png = display(self.box, display_id=True), None
+        self.handle = display(self.box, display_id=True)
 
     def after_step(self, trainer, rec):
         if rec["step"] % self.every and not rec["last"]:
             return
-        import io, base64, matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt
         evals = trainer.eval_history
         self.label.value = format_record(rec, trainer.total_steps) + (f" | held-out {evals[-1]['eval_loss']:.4f}" if evals else "")
         with self.out:
             self.out.clear_output(wait=True)
             ax = plot_losses(trainer.history, evals, references=self.references)
             plt.show(ax.figure)
-            buf = io.BytesIO(); ax.figure.savefig(buf, format="png", bbox_inches="tight")
-            self.png = base64.b64encode(buf.getvalue()).decode()
             plt.close(ax.figure)
         if rec["last"]: self.on_stop(trainer)
 
     def on_stop(self, trainer):
-        "Replace the widget by the static line and figure it shows (once)."
-        if self.handle is None or self.png is None: return
-        import html
-        img = f'<img src="data:image/png;base64,{self.png}">'
-        self.handle.update({"text/html": f"<pre>{html.escape(self.label.value)}</pre>{img}", "image/png": self.png,
-                            "text/plain": self.label.value}, raw=True)
+        "Replace the widget by a static copy of what it shows, the metrics line and the figure as a PNG (once)."
+        if self.handle is None or not trainer.history: return
+        import base64, html, io, matplotlib.pyplot as plt
+        ax = plot_losses(trainer.history, trainer.eval_history, references=self.references)
+        buf = io.BytesIO(); ax.figure.savefig(buf, format="png", bbox_inches="tight"); plt.close(ax.figure)
+        png = base64.b64encode(buf.getvalue()).decode()
+        self.handle.update({"text/html": f'<pre>{html.escape(self.label.value)}</pre><img src="data:image/png;base64,{png}">',
+                            "image/png": png, "text/plain": self.label.value}, raw=True)
         for w in (self.label, self.out, self.box): w.close()      # no widget state left in the saved notebook
         self.handle = None
 

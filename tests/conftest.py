@@ -1,9 +1,19 @@
-import json, os, shutil, subprocess, sys, time
+import importlib.util, json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
 from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def docs_hooks():
+    "docs/hooks.py (the site's MkDocs hooks) as a module."
+    spec = importlib.util.spec_from_file_location("llmpt_docs_hooks", ROOT / "docs" / "hooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 # runs that test the CLI's bookkeeping, not the model, train one layer: half the compile time of the default's four
 ONE_LAYER = "--model.model_config.num_layers=1"
 

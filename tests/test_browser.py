@@ -16,10 +16,10 @@ Skipped unless Chromium and ChromeDriver are installed (Debian/Ubuntu: `apt-get 
 JupyterLab works on copies of the notebooks in a temporary folder; nothing in nbs/ is changed. On a failure, a
 screenshot, the page's HTML and the browser's console are saved to a temporary folder named in the message.
 """
-import contextlib, difflib, hashlib, importlib.util, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
+import contextlib, difflib, hashlib, json, os, re, secrets, shutil, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
-from conftest import ROOT
+from conftest import ROOT, docs_hooks
 
 pytestmark = pytest.mark.browser
 
@@ -632,9 +632,7 @@ def test_the_copy_button_copies_the_code_shown(browser, site_url, evidence, stem
     """The copy button of a code cell copies its hidden source text (`clipboard.writeText(node.textContent)`): after
     MathJax has typeset the page, that text is still the cell's source, `\\[`, `\\(` and `$..$` included (MathJax once
     read them as formulas)."""
-    spec = importlib.util.spec_from_file_location("llmpt_docs_hooks", ROOT / "docs" / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    hooks = docs_hooks()
     nb = hooks.hide_machinery(hooks.fold_solutions(json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))))
     sources = ["".join(c["source"]).strip("\n") for c in nb["cells"] if c["cell_type"] == "code"]
     assert any(re.search(r"\\[[(]|\$.*\$", s) for s in sources), f"{stem} has no code cell with \\[, \\( or $..$ to check"

@@ -1,20 +1,13 @@
 """The docs site (mkdocs.yml, docs/hooks.py): built from the notebooks with their stored outputs, never executed."""
-import html, importlib.util, json, re, subprocess, sys
+import html, json, re
 import pytest
-from conftest import ROOT
+from conftest import ROOT, docs_hooks
 
 PAGES = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 CHAPTERS = [p for p in PAGES if p.name[0].isdigit()]
 GUIDES = ["glossary", "from_mindformers"]
 REFERENCE = ["04a_import_config", "06a_testing", "10a_cli", "10b_api"]   # the index's `### Reference` chapters
 LESSONS = [p for p in CHAPTERS if p.stem not in REFERENCE]
-
-
-def _hooks():
-    spec = importlib.util.spec_from_file_location("llmpt_docs_hooks", ROOT / "docs" / "hooks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +24,9 @@ def article(site, stem):
     return m.group(1)
 
 
-def stored_pngs(nb_path, widgets=False):
-    "Base64 PNGs a notebook stores in its cell outputs, or (widgets=True) in its saved widget state."
-    nb = json.loads(nb_path.read_text(encoding="utf-8"))
-    if widgets:
-        state = nb["metadata"].get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-        outs = [o for m in state.values() if m["model_name"] == "OutputModel" for o in m["state"].get("outputs", [])]
-    else:
-        outs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+def stored_pngs(nb_path):
+    "Base64 PNGs a notebook stores in its cell outputs."
+    outs = [o for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"] for o in c.get("outputs", [])]
     return [o["data"]["image/png"].replace("\n", "") for o in outs if "image/png" in o.get("data", {})]
 
 
@@ -142,7 +130,7 @@ def test_from_mindformers_page(site):
 
 def test_flatten_widgets_unit():
     "A VBox(HTML, Output(image)) becomes an HTML output and the image; a widget without state keeps its text."
-    hooks = _hooks()
+    hooks = docs_hooks()
     view = lambda mid: {"output_type": "display_data", "metadata": {},
                         "data": {"application/vnd.jupyter.widget-view+json": {"model_id": mid}, "text/plain": ["VBox()"]}}
     state = {"b": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_h", "IPY_MODEL_o"]}},
@@ -159,7 +147,7 @@ def test_flatten_widgets_unit():
 
 
 def test_nav_picks_up_new_chapters(tmp_path):
-    hooks = _hooks()
+    hooks = docs_hooks()
     for name, title in [("index", "Home"), ("12a_troubleshooting", "Troubleshooting"), ("01a_tokenizer", "Tokenizer"),
                         ("04a_import", "Import"), ("glossary", "Glossary"), ("from_mindformers", "Coming from MindFormers"),
                         ("_draft", "x")]:
@@ -178,7 +166,7 @@ def test_nav_picks_up_new_chapters(tmp_path):
 
 
 def solution_cells(nb_path):
-    hooks = _hooks()
+    hooks = docs_hooks()
     return [c for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
             if c["cell_type"] == "code" and hooks.SOLUTION.search("".join(c["source"]))]
 
@@ -216,7 +204,7 @@ def test_exercise_solutions_are_folded(site):
 
 def test_fold_solutions_unit():
     "A `#| solution` cell becomes one closed <details> line with its code escaped; other cells stay."
-    hooks = _hooks()
+    hooks = docs_hooks()
     code = {"cell_type": "code", "source": ["#| solution\n", "def f(x):\n", "\n", "    return x < 1\n"], "outputs": []}
     other = {"cell_type": "code", "source": ["f(0)\n"], "outputs": []}
     cells = hooks.fold_solutions({"cells": [code, other]})["cells"]
@@ -228,7 +216,7 @@ def test_fold_solutions_unit():
 
 def test_hide_machinery_unit():
     "Leading `#|` lines go, a `#| hide` cell and a cell left empty are dropped, markdown and `#|` inside code stay."
-    hooks = _hooks()
+    hooks = docs_hooks()
     code = lambda src, outs=(): {"cell_type": "code", "source": src, "outputs": list(outs)}
     md = {"cell_type": "markdown", "source": "#| not a directive in markdown"}
     nb = {"cells": [code(["#| default_exp data\n"]), code("#| hide\nfrom x import y"), md,

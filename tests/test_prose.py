@@ -1,7 +1,8 @@
 """Prose that matches its outputs: a figure in a chapter's markdown (a decimal, a number with thousands separators, a
 percentage) is printed by that chapter (its stored outputs, or its code when the figure is a setting), or the sentence
-that quotes it names where it was measured (the README, a file of `benchmarks/`, another chapter, a results `.json`). The same holds for a duration (`28 s`,
-`14 minutes`): a run's time is read from its output, never from a sentence written after an earlier run.
+that quotes it names where it was measured (the README, a file of `benchmarks/`, another chapter, a results `.json`).
+The same holds for a duration (`28 s`, `14 minutes`): a run's time is read from its output, never from a sentence
+written after an earlier run.
 
 Version numbers (MindSpore 2.10, YAML 1.2), formulas (`$\\ln 64 = 4.16$`) and code (backticks) are not figures.
 

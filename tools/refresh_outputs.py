@@ -21,7 +21,7 @@ below (the one place that says what "the same output" means):
 - a cell whose output is variable by nature says so in its source: `#| varies` compares only its images and
   widgets; `#| varies: timing` masks durations, rates and dates (`0.21 s`, `35 ms`, `1,200 tok/s`, `2026-11-30`) and
   compares the rest;
-  `#| varies: live` (a live training view) compares nothing: a kernel keeps it as widgets, nbdev-test as images.
+  `#| varies: live` (a live training view) compares nothing: what it shows while training depends on the runner.
 """
 import json, os, re, subprocess, sys, tempfile
 from pathlib import Path
