@@ -12,9 +12,9 @@ both, and the cached logits against the full forward pass.
 `--e2e` measures what a user waits for instead: a fresh process per call, `llmpt generate FOLDER --greedy` beside a
 transformers script (`from_pretrained` + `generate`) on the same Hugging Face folder and prompt tokens, for 32 and 256
 new tokens, on a SmolLM2-135M-shaped model with random weights and `max_position_embeddings` 8,192 as the real one has,
-and on the running example converted by `llmpt convert-weights`: wall time (load included on both sides), time to the
-first new token, the peak RSS of the process and whether the greedy texts are equal. llmpt generate is timed on the
-first call of a request's shapes (it compiles the graphs and stores them) and on later calls (which load them).
+and on the running example converted by `llmpt convert-weights`: wall time (load and compilation included), time to
+the first new token, the peak RSS of the process and whether the greedy texts are equal; best of 3 on each side, every
+run kept in the results.
 
     python benchmarks/generate_speed.py --e2e [--new 32 256]
 """
@@ -105,10 +105,10 @@ def e2e_models(root):
     return {"smollm2-135m shape": (smollm2, "def forward(self, x):"), "running example": (example, "中国")}
 
 
-def end_to_end(news, repeats=2):
-    """Fresh-process rows on each model: llmpt generate's first call of a request's shapes (it compiles and stores the
-    graphs), its later calls (best of `repeats`, loading them) and transformers (best of `repeats`); greedy texts compared."""
-    import os, re
+def end_to_end(news, repeats=3):
+    """Fresh-process rows on each model: `llmpt generate` (it compiles its graph in every process) and transformers, best
+    of `repeats` each, run in turns; greedy texts compared."""
+    import re
     from llmpt_nb.generation import load_generator
     print(describe())
     root, llmpt, rows = Path(tempfile.mkdtemp()), str(Path(sys.executable).parent / "llmpt"), []
@@ -118,26 +118,24 @@ def end_to_end(news, repeats=2):
         gen = load_generator(folder)[0]                       # its tokenizer, and the ids it never writes
         ids, weights_mb = gen.encode([prompt])[0], (folder / "model.safetensors").stat().st_size / 2**20
         for n in news:
-            env = {**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp()}      # no graphs stored yet
-            ours = [timed_process([llmpt, "generate", str(folder), "--prompt", prompt, "--greedy", "--max_new_tokens",
-                                   str(n), "--verbose"], env) for _ in range(1 + repeats)]
             job = root / "job.json"                       # the same request: stops at EOS and at seq_length, same bans
             job.write_text(json.dumps(dict(folder=str(folder), ids=ids, eos=gen.tok.eos_id, banned=gen.banned,
                                            max_new_tokens=min(n, gen.net.config.seq_length - len(ids)))))
-            theirs = [timed_process([sys.executable, "-c", THEIRS, str(job)]) for _ in range(repeats)]
-            later, best, written = min(ours[1:]), min(theirs), json.loads(theirs[0][2])
-            same = {o[2] for o in ours} == {prompt + gen.tok.decode_continuation(ids, written) + "\n"}
+            ours, theirs = [], []
+            for _ in range(repeats):                      # in turns: a slow spell of the machine falls on both sides
+                ours.append(timed_process([llmpt, "generate", str(folder), "--prompt", prompt, "--greedy",
+                                           "--max_new_tokens", str(n), "--verbose"]))
+                theirs.append(timed_process([sys.executable, "-c", THEIRS, str(job)]))
+            o, t, written = min(ours), min(theirs), json.loads(theirs[0][2])
+            same = {r[2] for r in ours} == {prompt + gen.tok.decode_continuation(ids, written) + "\n"}
             row = dict(model=name, new_tokens=n, written_tokens=len(written), weights_mb=weights_mb,
-                       ours_first_call_s=ours[0][0], ours_first_call_rss_mb=ours[0][1],
-                       ours_first_call_first_token_s=first(ours[0][3]), ours_first_call_generate_s=gen_s(ours[0][3]),
-                       ours_s=later[0], ours_rss_mb=later[1], ours_first_token_s=first(later[3]),
-                       ours_generate_s=gen_s(later[3]), theirs_s=best[0], theirs_rss_mb=best[1],
-                       theirs_first_token_s=first(best[3]), theirs_generate_s=gen_s(best[3]), greedy_text_equal=same)
+                       ours_s=o[0], ours_rss_mb=o[1], ours_first_token_s=first(o[3]), ours_generate_s=gen_s(o[3]),
+                       theirs_s=t[0], theirs_rss_mb=t[1], theirs_first_token_s=first(t[3]), theirs_generate_s=gen_s(t[3]),
+                       ours_runs_s=[r[0] for r in ours], theirs_runs_s=[r[0] for r in theirs], greedy_text_equal=same)
             rows.append(row)
-            print(f"  {name}, {n} new tokens ({len(written)} written): llmpt generate {later[0]:.1f} s, peak "
-                  f"{later[1]:,.0f} MB (the first call of these shapes {ours[0][0]:.1f} s, {ours[0][1]:,.0f} MB); transformers {best[0]:.1f} s, {best[1]:,.0f} MB: "
-                  f"{later[0] / best[0]:.2f}x the time ({ours[0][0] / best[0]:.2f}x the first time), "
-                  f"{later[1] / weights_mb:.2f}x the float32 weights ({weights_mb:.0f} MB); greedy text equal: {same}")
+            print(f"  {name}, {n} new tokens ({len(written)} written): llmpt generate {o[0]:.1f} s, peak {o[1]:,.0f} MB; "
+                  f"transformers {t[0]:.1f} s, {t[1]:,.0f} MB: {o[0] / t[0]:.2f}x the time, {o[1] / weights_mb:.2f}x the "
+                  f"float32 weights ({weights_mb:.0f} MB); greedy text equal: {same}")
     write_results("generate_e2e", rows)
 
 

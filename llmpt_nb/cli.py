@@ -112,9 +112,6 @@ def add_generate(subparsers):
     p.add_argument("--seed", type=int, default=0, help="the same seed gives the same texts")
     p.add_argument("--greedy", action="store_true", help="the most likely piece every time (temperature 0)")
     p.add_argument("--no_cache", action="store_true", help="a full forward pass per new token instead of the KV cache")
-    p.add_argument("--no_graph_cache", dest="graph_cache", action="store_false",
-                   help="compile the graphs again instead of loading the ones an earlier call of the same shapes stored "
-                        "(~/.cache/llmpt_nb/graphs)")
     p.add_argument("--batch_size", type=int, default=None, help="texts decoded together with the KV cache (default 8)")
     p.add_argument("--verbose", action="store_true", help="print the time to the first tokens and the decode rate of each batch")
     return p

@@ -212,7 +212,7 @@ def map_tensors(source, rename, expected, dtype="float32", ignore=(), tied=(), w
             problems.append(f"shape mismatch for {name!r}{loc(name)}: the checkpoint has {shape}, the model "
                             f"expects {tuple(expected[dst])} for {dst!r}"); continue
         a = np.asarray(source.get(name))
-        arrays[dst] = a.astype(np.float32) if a.dtype.kind == "f" else a
+        arrays[dst] = a.astype(np.float32, copy=False) if a.dtype.kind == "f" else a   # no copy of float32
         rows.append(Row(name, dst, shape, sdt, dtype))
     inverse = getattr(rename, "inverse", None)
     for dst, shape in expected.items():
