@@ -366,7 +366,7 @@ def run_cli(args):
 
 
 def main(argv=None):
-    "`python -m llmpt_nb.launch --workers 2 -- python -m llmpt_nb.parallel`"
+    "`python -m llmpt_nb.launch --workers 2 -- python benchmarks/parallel_worker.py --out DIR`"
     parser = argparse.ArgumentParser(prog="python -m llmpt_nb.launch")
     sub = parser.add_subparsers(dest="cmd")
     add_cli_command(sub)

@@ -75,7 +75,7 @@ def test_command_line(tmp_path):
 def test_worker_killed_mid_training(tmp_path):
     """Rank 1 SIGKILLs itself at its third step while rank 0 waits for it in an AllReduce: the launcher names rank 1
     and stops the job a few seconds after msrun reports it (msrun alone waits ~30 s for the scheduler)."""
-    code, out, err, seconds = run(["python", "-m", "llmpt_nb.parallel", "--stage", "0", "--layers", "1", "--steps", "6",
+    code, out, err, seconds = run(["python", str(ROOT / "benchmarks" / "parallel_worker.py"), "--stage", "0", "--layers", "1", "--steps", "6",
                                    "--die-at-step", "2", "--die-rank", "1", "--out", str(tmp_path / "out")],
                                   workers=2, log_dir=tmp_path / "logs", timeout=300, echo="all")
     assert code != 0, out + err

@@ -10,6 +10,7 @@ from llmpt_nb.launch import launch
 
 TOL = 1e-5  # max |weight difference| after 4 AdamW steps at lr 1e-3 (measured: <= 1e-6; bit-identical for ZeRO-1 vs DP)
 ARGS = ["--layers", "1", "--steps", "4", "--micro-batches", "4"]
+WORKER = str(ROOT / "benchmarks" / "parallel_worker.py")
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +20,11 @@ def runs(tmp_path_factory):
 
 def two_and_one(out):
     "Data parallel on MindSpore's engine and the four stages in one two-worker job into out/two, stage 0 in one process into out/one."
-    code = launch(["python", "-m", "llmpt_nb.parallel", "--stage", "dp,0,1,2,3", *ARGS, "--out", str(out / "two")],
+    code = launch(["python", WORKER, "--stage", "dp,0,1,2,3", *ARGS, "--out", str(out / "two")],
                   workers=2, log_dir=out / "logs", echo=None, timeout=900)
     assert code == 0, f"the two-worker job failed: logs in {out / 'logs'}"
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    r = subprocess.run([sys.executable, "-m", "llmpt_nb.parallel", "--stage", "0", *ARGS, "--out", str(out / "one")],
+    r = subprocess.run([sys.executable, WORKER, "--stage", "0", *ARGS, "--out", str(out / "one")],
                        cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
 
