@@ -205,7 +205,8 @@ def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
     if getattr(args, "handler", None):
         return args.handler(args, overrides)
-    from llmpt_nb.pipeline import pretrain, resolve_config, run_folder, run_lock, prepare_tokenizer, prepare, prepared_report
+    from llmpt_nb.pipeline import pretrain, resolve_config, prepare_tokenizer, prepare, prepared_report
+    from llmpt_nb.run import run_folder, run_lock
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume,
                         allow_changes=args.allow_config_change)

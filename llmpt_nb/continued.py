@@ -7,11 +7,10 @@ __all__ = ['SPECIALS', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documen
            'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents', 'mask_tokens',
            'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set', 'mlm_epoch',
            'starting_checkpoint', 'load_encoder', 'cached_chunks', 'mlm_data', 'start_mlm_run', 'export_run',
-           'mlm_summary', 'continue_pretrain', 'run_continue_pretrain']
+           'mlm_summary', 'ContinuedPretraining', 'continue_pretrain', 'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
-import collections, functools, importlib.util, json, math, time
-from contextlib import nullcontext
+import collections, functools, importlib.util, json, math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,10 +21,11 @@ from .amp import apply_amp_level
 from .corpus import load_corpus, clean_documents, split_sentences, split_train_val
 from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
-from .trainer import set_context, Trainer
+from .trainer import Trainer
 from .checkpoint import atomic_write_text
-from .parallel import init_distributed, barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
-from .pipeline import resolve_config, run_folder, run_lock, resume_config, fit_on_every_rank, config_callbacks
+from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
+from .pipeline import resolve_config
+from .run import Job, run_job, config_callbacks
 from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits
 from .testing import import_transformers
 
@@ -389,44 +389,42 @@ def mlm_summary(cfg, run, out, seconds):
                 amp_level=cfg.amp_level, parallel=parallel_summary(cfg, tr.world_size), peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
 
 # %% ../nbs/11_continue_pretrain.ipynb #a54d7547
-def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, resume=False, verbose=True):
-    """Continued MLM pretraining of a BERT/RoBERTa checkpoint on a domain corpus; returns the summary dict. Same as
-    `llmpt continue-pretrain`; `resume` continues the run in output_dir from its newest good checkpoint, and under
-    `llmpt launch` every worker runs this (data parallel)."""
-    t0 = time.time()
-    cfg = resolve_config(config or "continue_roberta_tiny", overrides, smoke, SMOKE_OVERRIDES)
-    if cfg.context.get("enable_graph_kernel") and cfg.context.get("device_target", "CPU") == "CPU":
-        raise ValueError("context.enable_graph_kernel is true: on a CPU, MindSpore's graph kernel fusion computes the "
-                         "encoder's gradients wrongly, and differently in every run (gradient norm about 1,000 instead "
-                         "of 1.4, see chapter 11): set --context.enable_graph_kernel=false")
-    set_context(cfg.context, cfg.seed, cfg.amp_level)
-    rank, world = init_distributed()
-    say = print if verbose and rank == 0 else (lambda *a, **k: None)
-    with run_lock(cfg.output_dir, rank, say):          # one run per folder (chapter 10), until this one ends
-        resumed = resume or cfg.resume_training
-        if resumed:
-            cfg, _, _ = resume_config(cfg, overrides)
+class ContinuedPretraining(Job):
+    "`continue_pretrain`'s part of chapter 09b's `run_job`: its check, its run, the held-out loss before, the summary."
+    def __init__(self, verbose=True): self.verbose = verbose
+
+    def check(self, cfg, world):
         if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
             raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
-        new_folder = not resumed and rank == 0
-        folder = run_folder(cfg, overwrite) if new_folder else nullcontext((Path(cfg.output_dir).absolute(), None))
-        with folder as (out, commit):
-            run = start_mlm_run(cfg, out, rank, world, verbose)
-            if commit:
-                commit()
+
+    def start(self, cfg, out, rank, world, resumed): return start_mlm_run(cfg, out, rank, world, self.verbose)
+
+    def begin(self, cfg, run, resumed, changes, say):
         if not resumed:  # the held-out loss of the starting weights: step 0 of the history
-            run.trainer.eval_history.append(run.trainer.eval_record(run.trainer.evaluate()))
-            run.trainer._log(run.trainer.eval_history[-1])
-            say(f"held-out MLM loss before training: {run.trainer.eval_history[0]['eval_loss']:.4f}")
-        history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
-        if other_rank:
-            return other_rank
-        summary = mlm_summary(cfg, run, out, time.time() - t0)
+            tr = run.trainer
+            tr.eval_history.append(tr.eval_record(tr.evaluate()))
+            tr._log(tr.eval_history[-1])
+            say(f"held-out MLM loss before training: {tr.eval_history[0]['eval_loss']:.4f}")
+
+    def finish(self, cfg, run, out, seconds, say):
+        summary = mlm_summary(cfg, run, out, seconds)
         atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
         before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
         say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
             f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")
         return summary
+
+
+def continue_pretrain(config=None, overrides=(), overwrite=False, smoke=False, resume=False, verbose=True):
+    """Continued MLM pretraining of a BERT/RoBERTa checkpoint on a domain corpus; returns the summary dict. Same as
+    `llmpt continue-pretrain`; `resume` continues the run in output_dir from its newest good checkpoint, and under
+    `llmpt launch` every worker runs this (data parallel)."""
+    cfg = resolve_config(config or "continue_roberta_tiny", overrides, smoke, SMOKE_OVERRIDES)
+    if cfg.context.get("enable_graph_kernel") and cfg.context.get("device_target", "CPU") == "CPU":
+        raise ValueError("context.enable_graph_kernel is true: on a CPU, MindSpore's graph kernel fusion computes the "
+                         "encoder's gradients wrongly, and differently in every run (gradient norm about 1,000 instead "
+                         "of 1.4, see chapter 11): set --context.enable_graph_kernel=false")
+    return run_job(cfg, ContinuedPretraining(verbose), overrides, overwrite, resume, verbose=verbose)
 
 # %% ../nbs/11_continue_pretrain.ipynb #61cdd491
 def run_continue_pretrain(args, overrides=()):

@@ -193,7 +193,7 @@ def check_ram(cfg):
 
 
 def check_disk(cfg):
-    from llmpt_nb.pipeline import check_output_dir
+    from llmpt_nb.run import check_output_dir
     from llmpt_nb.amp import llama_params
     try:
         out = check_output_dir(cfg.output_dir)

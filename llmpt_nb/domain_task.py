@@ -18,7 +18,8 @@ from mindspore import nn, ops, Tensor
 from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer, set_context
-from .pipeline import resolve_config, config_callbacks
+from .pipeline import resolve_config
+from .run import config_callbacks
 from .weights import load_hf_model
 from .continued import (IGNORE_INDEX, reviews_folder, load_domain_documents, make_tiny_roberta,
                                 load_checkpoint_tokenizer, check_tokenizer, chunk_documents, fixed_eval_set,

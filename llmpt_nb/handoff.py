@@ -18,7 +18,8 @@ from .config import load_config
 from .convert import convert_weights
 from .data import mindrecord_files
 from .parallel import parallel_plan
-from .pipeline import checkpoint_tokenizer, data_folder
+from .pipeline import checkpoint_tokenizer
+from .run import data_folder
 from .prepare import load_prepared, verify_data
 from .tokenizer import load_tokenizer
 

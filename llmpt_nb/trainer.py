@@ -475,7 +475,7 @@ class Trainer:
     a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
     `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char.
     `callbacks` hook into `fit` (`before_fit`, `after_step`, `on_stop`), run by their `order`: the loss scale (-1), the
-    live plot (0), then the checkpoint (1); chapter 10's `config_callbacks(cfg)` are the ones every run needs."""
+    live plot (0), then the checkpoint (1); chapter 09b's `config_callbacks(cfg)` are the ones every run needs."""
     def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
                  verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
                  loss_net=None):
