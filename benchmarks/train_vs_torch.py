@@ -168,7 +168,7 @@ def main():
     a = ap.parse_args()
     if a.child:
         return child(a.child, a, Path(a.work))
-    from llmpt_nb.trainer import warmup_cosine_lr
+    from llmpt_nb.optim import warmup_cosine_lr
     cfg = config(a)
     work = Path(tempfile.mkdtemp())
     np.save(work / "data.npy", batches(cfg.model.model_config.vocab_size, a.batch, a.seq, a.steps, a.accum))

@@ -596,8 +596,8 @@ def register(kind: str, name: Optional[str] = None, obj=None):
     return REGISTRY.register(kind, name, obj)
 
 # %% ../nbs/04_config.ipynb #97e2ff0f
-REGISTRY.expect('optimizer', 'AdamW', 'llmpt_nb.trainer')                 # chapter 05 registers these where they
-REGISTRY.expect('lr_schedule', 'CosineWithWarmUpLR', 'llmpt_nb.trainer')  # are defined (MindSpore code)
+REGISTRY.expect('optimizer', 'AdamW', 'llmpt_nb.optim')                 # chapter 04b registers these where they
+REGISTRY.expect('lr_schedule', 'CosineWithWarmUpLR', 'llmpt_nb.optim')  # are defined (MindSpore code)
 TYPED = {'optimizer.type': 'optimizer', 'lr_schedule.type': 'lr_schedule'}  # dotted key -> the registry kind it names
 _ALIASES = {'FP32StateAdamWeightDecay': 'AdamW', 'AdamWeightDecay': 'AdamW'}   # MindFormers name -> ours
 

@@ -16,7 +16,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, Linear, RMSNorm, Embedding
-from .trainer import AdamW, AccumulateStep, ApplyStep, embedding_index, gradient_buffers
+from .optim import AdamW, AccumulateStep, ApplyStep, gradient_buffers
+from .trainer import embedding_index
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
 def under_msrun():
@@ -134,7 +135,7 @@ def _reduced_slice(g, numel, padded, start, chunk, allreduce=None):
 
 # %% ../nbs/09a_parallel.ipynb #455862a3
 class ZeroShards(nn.Cell):
-    "ZeRO stage 1, 2 or 3 for chapter 05's `AdamW` and `AccumulateStep`: which flat slice of each parameter this rank keeps."
+    "ZeRO stage 1, 2 or 3 for chapter 04b's `AdamW` and `AccumulateStep`: which flat slice of each parameter this rank keeps."
     def __init__(self, shapes, stage, rank=0, world_size=1, stored=None):
         super().__init__(auto_prefix=False)
         if stage not in (1, 2, 3):

@@ -161,7 +161,7 @@ def test_sharded_index_with_missing_shard(good_folder, tmp_path):
 
 def test_training_checkpoint_uses_run_config(tmp_path):
     "A chapter-05 training checkpoint (weights + AdamW moments, no config inside) converts with the run's config.yaml."
-    from llmpt_nb.trainer import AdamW
+    from llmpt_nb.optim import AdamW
     from llmpt_nb.checkpoint import save_checkpoint
     import yaml
     net = tiny_ours()
