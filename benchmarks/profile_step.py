@@ -113,7 +113,7 @@ def main():
     print(describe())
     out = Path(tempfile.mkdtemp())
     wall, fused, dims = profile(a, out)
-    from llmpt_nb.trainer import op_times   # the table `llmpt pretrain --profile=true` prints
+    from llmpt_nb.monitor import op_times   # the table `llmpt pretrain --profile=true` prints
     table = op_times(out, a.steps)
     total = sum(ms for _, ms in table)
     print(f"train step, seq {a.seq}, micro-batch {a.batch} x {a.accum}, graph kernel {'on' if fused else 'off'}: "

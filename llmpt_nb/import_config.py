@@ -218,7 +218,7 @@ _RUN_RULES = [
         lambda v, src, key: ({'callbacks.' + key.rpartition('.')[2]: v}, '')),
     ('runner_wrapper.local_norm', _drop("the word embedding's gradient norm is logged every step (embedding_grad_norm) without it")),
     (r'profile_(?!start_step$|stop_step$).*|init_start_profile|profiler_level|with_stack|data_simplification|mstx',
-        _drop("a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05)")),
+        _drop("a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05a)")),
     (r'callbacks\[\d+\]\..*', _drop("llmpt_nb's callbacks are one section: log, eval and save intervals")),
     ('processor.tokenizer.vocab_file', _vocab_file),
     ('context.mode', _mode),
@@ -507,7 +507,7 @@ PREFIX_REASONS = {   # keys not in RULES and not llmpt_nb keys: dropped with the
     'recompute.': 'llmpt_nb recomputes whole decoder layers (recompute_config.recompute: true) or nothing',
     'recompute_comm.': 'recomputed communication: llmpt_nb has no tensor or pipeline parallelism', 'swap.': 'offload of activations to host memory, which llmpt_nb does not do',
     'monitor.': 'a PyNative monitor option llmpt_nb does not have (its own: use_skip_data_by_global_norm, monitor_config, chapter 05)',
-    'profiler.': "a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05)",
+    'profiler.': "a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05a)",
     'lora_config.': 'LoRA fine-tuning: llmpt_nb pretrains every weight', 'inference.': 'a predict-mode setting',
 }
 

@@ -14,7 +14,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from .config import load_config, config_changes
 from .prepare import MANIFEST
-from .trainer import TensorBoardLog, ProfileWindow, set_context
+from .trainer import set_context
+from .monitor import TensorBoardLog, ProfileWindow
 from .checkpoint import CheckpointMonitor, latest_checkpoint
 from .amp import DynamicLossScale
 from .parallel import init_distributed

@@ -4,13 +4,11 @@
 
 # %% auto #0
 __all__ = ['cache_dir', 'set_context', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file',
-           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'summary_writer', 'TensorBoardLog',
-           'op_times', 'format_op_table', 'ProfileWindow', 'StopRequested', 'GracefulStop', 'batches_of',
+           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of',
            'count_batches', 'Trainer', 'embedding_index', 'format_eval', 'spike_threshold']
 
 # %% ../nbs/05_train.ipynb #497037e1
-import csv, json, logging, math, os, platform, resource, signal, sys, threading, time
-from collections import defaultdict
+import json, logging, math, os, platform, resource, signal, sys, threading, time
 from pathlib import Path
 import numpy as np
 import psutil
@@ -174,99 +172,6 @@ class LivePlot:
                             "image/png": png, "text/plain": self.label.value}, raw=True)
         for w in (self.label, self.out, self.box): w.close()      # no widget state left in the saved notebook
         self.handle = None
-
-# %% ../nbs/05_train.ipynb #30e1c0ea
-def summary_writer(log_dir):
-    "tensorboardX's `SummaryWriter` writing to `log_dir`; a clear error when the package is missing."
-    try: from tensorboardX import SummaryWriter
-    except ImportError:
-        raise ImportError('writing TensorBoard events needs tensorboardX: pip install "llmpt_nb[tensorboard]", or unset '
-                          'tensorboard.tensorboard_dir') from None
-    return SummaryWriter(str(log_dir), flush_secs=10)
-
-def _scalars(rec, skip=("step", "last")):
-    return {k: float(v) for k, v in rec.items() if k not in skip and isinstance(v, (int, float))}
-
-class TensorBoardLog:
-    """A `Trainer` callback writing every number of each step's record as `train/...` and of each held-out evaluation
-    as `eval/...` TensorBoard scalars in `log_dir` (rank 0). It begins by writing the history the run already has (a
-    resumed run's, cut back to its checkpoint) into a new event file, so every step is in the events once."""
-    order = 2                                      # after the checkpoint (order 1) has restored a resumed run's history
-
-    def __init__(self, log_dir): self.log_dir, self.writer = Path(log_dir), None
-
-    def before_fit(self, trainer, resume):
-        if not trainer.is_main: return
-        for old in self.log_dir.glob("events.out.tfevents.*"): old.unlink()     # rewritten from the history below
-        self.writer = summary_writer(self.log_dir)
-        evals = {e["step"]: e for e in trainer.eval_history}
-        for rec in trainer.history: self.write(rec, evals.get(rec["step"]))
-        self.writer.flush()
-
-    def write(self, rec, evaluation=None):
-        for k, v in _scalars(rec).items(): self.writer.add_scalar(f"train/{k}", v, rec["step"])
-        for k, v in _scalars(evaluation or {}).items(): self.writer.add_scalar(f"eval/{k}", v, rec["step"])
-
-    def after_step(self, trainer, rec):
-        if self.writer is None: return
-        evals = trainer.eval_history
-        self.write(rec, evals[-1] if evals and evals[-1]["step"] == rec["step"] else None)
-        if rec["last"]: self.on_stop(trainer)
-
-    def on_stop(self, trainer):
-        if self.writer is not None: self.writer.close(); self.writer = None
-
-# %% ../nbs/05_train.ipynb #afb28620
-def op_times(folder, steps):
-    "(op type, ms per step) of MindSpore's CPU profile in `folder`, slowest first; graph-kernel fusions are one row."
-    detail = sorted(Path(folder).rglob("cpu_op_detail_info_*.csv"), key=lambda p: p.stat().st_mtime)   # newest last
-    if not detail:
-        raise FileNotFoundError(f"no CPU operator profile under {folder}: MindSpore writes cpu_op_detail_info_*.csv "
-                                "for CPU runs only (on GPU or Ascend read its own output there)")
-    per_type = defaultdict(float)
-    with open(detail[-1], newline="") as f:
-        for r in csv.DictReader(f):
-            kind = "fused (graph kernel)" if r["op_type"].startswith("GraphKernel") else r["op_type"]
-            per_type[kind] += float(r["op_total_time(ms)"]) / steps
-    return sorted(per_type.items(), key=lambda kv: -kv[1])
-
-def format_op_table(times, top=10):
-    "The `top` rows of `op_times` with their share of the time in operators."
-    total = sum(t for _, t in times) or 1.0
-    return "\n".join([f"  {'op type':28s} {'ms/step':>8s}  share"] +
-                     [f"  {kind:28s} {t:8.2f} {100 * t / total:5.1f}%" for kind, t in times[:top]])
-
-class ProfileWindow:
-    """A `Trainer` callback that profiles optimizer steps `start`..`stop` (inclusive) with MindSpore's `Profiler` into
-    `folder` (rank 0), then prints and saves (`op_table.txt`) the operator types that took the most time."""
-    order = 3
-
-    def __init__(self, folder, start, stop):
-        if not 1 <= start <= stop:
-            raise ValueError(f"profile_start_step {start}, profile_stop_step {stop}: need 1 <= start <= stop")
-        self.folder, self.start, self.stop, self.profiler, self.done = Path(folder), start, stop, None, False
-
-    def before_fit(self, trainer, resume): self._begin(trainer)
-
-    def after_step(self, trainer, rec):
-        if self.profiler is not None and (trainer.step >= self.stop or rec["last"]): self.on_stop(trainer)
-        else: self._begin(trainer)
-
-    def _begin(self, trainer):
-        if self.profiler is None and not self.done and trainer.is_main and self.start - 1 <= trainer.step < self.stop:
-            from mindspore import Profiler
-            self.profiler, self.first = Profiler(start_profile=False, output_path=str(self.folder)), trainer.step + 1
-            self.profiler.start()
-
-    def on_stop(self, trainer):
-        if self.profiler is None: return
-        prof, self.profiler, self.done = self.profiler, None, True
-        prof.stop(); prof.analyse()
-        try: table = format_op_table(op_times(self.folder, trainer.step - self.first + 1))
-        except FileNotFoundError as e: table = str(e)
-        (self.folder / "op_table.txt").write_text(table + "\n", encoding="utf-8")
-        if trainer.verbose:
-            tqdm.write(f"profile of steps {self.first}-{trainer.step} (MindSpore Profiler, in {self.folder}):\n{table}", file=sys.stdout)
 
 # %% ../nbs/05_train.ipynb #d14ef759
 class StopRequested(KeyboardInterrupt):
