@@ -567,7 +567,7 @@ for (const im of [shrunk, wide]) { im.onload = loaded; im.src = c.toDataURL(); o
 """
 
 # (chapter, a line of the cell that draws the figure): figures drawn no wider than the column (at most 6.4 in at 100 dpi)
-DRAWN_FOR_THE_COLUMN = [("02_data", "ax.set_title('打包与标签错位"), ("05_train", "title=\"学习率 learning rate"),
+DRAWN_FOR_THE_COLUMN = [("02_data", "ax.set_title('打包与标签错位"), ("04b_optimizer", "title=\"学习率 learning rate"),
                         ("10_pretrain", "def attention_maps(net, ids, layer):"), ("11a_domain_task", "accuracy per seed"),
                         ("12a_troubleshooting", "title='损失缩放 loss scale'"), ("12a_troubleshooting", "梯度范数 gradient norm")]
 
@@ -670,7 +670,7 @@ return {placeholder: input ? input.placeholder : null,
 
 def test_search_finds_chinese_words_and_says_why_it_cannot_from_disk(browser, site_url, built_site, evidence):
     """Over http, a Chinese word is found inside a sentence (the index is cut into words by jieba): "学习率" finds chapter
-    05; opened from disk, where browsers run no search worker, the search box says to serve the site."""
+    04b; opened from disk, where browsers run no search worker, the search box says to serve the site."""
     from selenium.webdriver.common.by import By
     with keep_evidence(browser, evidence, "docs_search"):
         load_page(browser, f"{site_url}/index.html", site_url)
@@ -679,8 +679,8 @@ def test_search_finds_chinese_words_and_says_why_it_cannot_from_disk(browser, si
         box.send_keys("学习率")
         found = wait(browser, 60, lambda d: [a.get_attribute("href") for a in
                                              d.find_elements(By.CSS_SELECTOR, ".md-search-result__item a")] or None)
-        assert any("05_train.html" in h for h in found), f"searching 学习率 found: {found[:8]}"
-        browser.get((built_site / "05_train.html").as_uri())
+        assert any("04b_optimizer.html" in h for h in found), f"searching 学习率 found: {found[:8]}"
+        browser.get((built_site / "04b_optimizer.html").as_uri())
         wait(browser, 60, lambda d: d.execute_script("return document.readyState") == "complete")
         said = browser.execute_script(SEARCH_JS)
     assert "http.server" in said["placeholder"] and all("http.server" in m for m in said["meta"]), said
