@@ -1,6 +1,6 @@
 """Counting baselines for a config's held-out documents: unigram and interpolated bigram (Jelinek-Mercer, lambda chosen
 on the last 10% of the training documents) in nats/token and bits/char, with the wall time of each stage and the machine.
-The documents and tokenizer are made as `llmpt pretrain` makes them (load_documents, prepare_tokenizer).
+The documents and tokenizer are made as `llmpt pretrain` makes them (load_documents, prepare_run_tokenizer).
 
     python benchmarks/baseline.py [--config NAME_OR_YAML] [--vocab-size 8000] [--character-coverage 0.9995]
                                   [--max-documents N]

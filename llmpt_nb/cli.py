@@ -205,7 +205,7 @@ def run_command(args, overrides):
     "Run one parsed command; returns the summary dict."
     if getattr(args, "handler", None):
         return args.handler(args, overrides)
-    from llmpt_nb.pipeline import pretrain, resolve_config, prepare_tokenizer, prepare, prepared_report
+    from llmpt_nb.pipeline import pretrain, resolve_config, prepare_run_tokenizer, prepare, prepared_report
     from llmpt_nb.run import run_folder, run_lock
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume,
@@ -219,7 +219,7 @@ def run_command(args, overrides):
                            data_dir=record["data_dir"], rows=record["rows"], documents=record["documents"],
                            tokens=record["tokens"])
         else:
-            tok, report = prepare_tokenizer(cfg, out)
+            tok, report = prepare_run_tokenizer(cfg, out)
             summary = dict(tokenizer=str(tok.model_file), vocab_size=tok.vocab_size)
         print(report)
         summary["roundtrip_exact"] = report.exact_ratio
