@@ -98,7 +98,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                      'llmpt_nb.checkpoint.CheckpointMonitor.save': ( 'checkpoint.html#checkpointmonitor.save',
                                                                                      'llmpt_nb/checkpoint.py'),
                                      'llmpt_nb.checkpoint._newest_healthy': ('checkpoint.html#_newest_healthy', 'llmpt_nb/checkpoint.py'),
-                                     'llmpt_nb.checkpoint._rng_state': ('checkpoint.html#_rng_state', 'llmpt_nb/checkpoint.py'),
                                      'llmpt_nb.checkpoint._step_files': ('checkpoint.html#_step_files', 'llmpt_nb/checkpoint.py'),
                                      'llmpt_nb.checkpoint.atomic_path': ('checkpoint.html#atomic_path', 'llmpt_nb/checkpoint.py'),
                                      'llmpt_nb.checkpoint.atomic_write_text': ( 'checkpoint.html#atomic_write_text',

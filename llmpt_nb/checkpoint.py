@@ -231,11 +231,6 @@ def state_params(trainer):
     own = [] if sharded_state(trainer) else moments(trainer)
     return list(trainer.net.get_parameters()) + own + [trainer.optimizer.global_step]
 
-def _rng_state():
-    "NumPy's global RNG state as JSON-able values (restored on resume)."
-    _, keys, pos, *_ = np.random.get_state()
-    return {"keys": [int(k) for k in keys], "pos": int(pos)}
-
 # %% ../nbs/06_checkpoint.ipynb #51ec8320
 def checkpoint_health(tr, since):
     """{'healthy', 'problems', 'embedding_grad_norm_max'} of the state saved now, from the steps after `since` in
@@ -272,7 +267,7 @@ def save(self: CheckpointMonitor, tr):
     st = tr.state
     meta = dict(st, epoch=st["micro_step"] // tr.batches_per_epoch, batch_in_epoch=st["micro_step"] % tr.batches_per_epoch,
                 accumulation_position=0, global_batch=tr.global_batch, world_size=tr.world_size, sharded_optimizer=sharded,
-                config_hash=config_hash(tr.cfg), config=tr.cfg.to_dict(), seed=tr.cfg.seed, numpy_rng=_rng_state(),
+                config_hash=config_hash(tr.cfg), config=tr.cfg.to_dict(), seed=tr.cfg.seed,
                 health=checkpoint_health(tr, since))
     return save_training_state(folder, tr.step, state_params(tr), meta, keep=tr.cfg.callbacks.keep_checkpoint_max,
                                fmt=fmt)
@@ -319,7 +314,6 @@ def resume(self: CheckpointMonitor, tr):
     if sharded_state(tr):
         load_checked(moments(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}{ckpt.suffix}"))
     tr.state.update({k: meta.get(k, v) for k, v in tr.state.items()})   # a key newer than the checkpoint keeps its start
-    np.random.set_state(("MT19937", np.array(meta["numpy_rng"]["keys"], np.uint32), meta["numpy_rng"]["pos"], 0, 0.0))
     self.saved_step = tr.step
     cut_metrics(tr, tr.step)
     return tr.step
