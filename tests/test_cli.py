@@ -170,8 +170,10 @@ def two_nodes(args, tmp_path, env):
 
 
 def launch_args(stage):
-    return ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", ONE_LAYER, "--lr_schedule.total_steps=5",
-            "--runner_config.max_steps=5", "--callbacks.save_checkpoint_steps=10",
+    # 10 steps: the Ctrl-C sent when the launcher echoes step 1 must reach the workers before the last step (at about
+    # 0.1 s a step, 5 steps left too little room on a loaded 2-core machine: the run sometimes ended first, exit 0)
+    return ["launch", "--workers", "2", "--", "llmpt", "pretrain", "--smoke", ONE_LAYER, "--lr_schedule.total_steps=10",
+            "--runner_config.max_steps=10", "--callbacks.save_checkpoint_steps=20",
             f"--parallel.parallel_optimizer_config.zero_stage={stage}"]
 
 digest = lambda out, k: (out / f"weights_rank{k}.sha256").read_text()
@@ -193,7 +195,7 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage, backend):
     on MindSpore's data-parallel engine at stage 0 and on chapter 09a's ZeRO cells at stage 2 (summary.json says
     which). Then stopped: Ctrl-C to the launcher mid-run, every rank finishes the same step, one complete checkpoint is
     written (at stage 2 each rank keeps its own optimizer slice, the harder resume), the launcher exits 130 and prints
-    the resume command; resuming ends bit-identical to the straight 5-step run."""
+    the resume command; resuming ends bit-identical to the straight 10-step run."""
     args = launch_args(stage)
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     r = llmpt(*args, f"--output_dir={straight}", env=env)
@@ -208,14 +210,14 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage, backend):
     proc = subprocess.Popen([bin_path("llmpt"), *args, f"--output_dir={broken}"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in proc.stdout:
-        if "step 1/5" in line:
+        if "step 1/10" in line:
             proc.send_signal(signal.SIGINT)
             break
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, out[-3000:] + err[-3000:]
     assert "Traceback" not in err and f"resume with: llmpt launch --workers 2 -- llmpt pretrain" in err, err[-3000:]
     stopped = json.loads(sorted((broken / "checkpoint").glob("step_*.json"))[-1].read_text())["step"]
-    assert 1 <= stopped < 5
+    assert 1 <= stopped < 10
     if stage:
         assert (broken / "checkpoint" / f"step_{stopped}.rank1.ckpt").exists()  # each rank saved its optimizer slice
     r = llmpt(*args, f"--output_dir={broken}", "--resume", env=env)
@@ -224,7 +226,7 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage, backend):
     assert digest(broken, 0) == digest(broken, 1) == digest(straight, 0)
     losses = lambda out: [(r["step"], r["loss"]) for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
                           if "loss" in r]
-    assert losses(broken) == losses(straight) and [s for s, _ in losses(broken)] == [1, 2, 3, 4, 5]  # bitwise, once each
+    assert losses(broken) == losses(straight) and [s for s, _ in losses(broken)] == list(range(1, 11))  # bitwise, once each
     s = json.loads((broken / "summary.json").read_text())
-    assert s["steps"] == 5 and s["last_loss"] < s["first_loss"]
+    assert s["steps"] == 10 and s["last_loss"] < s["first_loss"]
 
