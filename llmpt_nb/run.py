@@ -215,5 +215,5 @@ def run_job(cfg, job, overrides=(), overwrite=False, resume=False, allow_changes
             if commit:
                 commit()  # the new run has started: only now does the run it replaces go
         job.begin(cfg, run, resumed, changes, say)
-        history, other_rank = fit_on_every_rank(run.trainer, out, resumed)
+        _, other_rank = fit_on_every_rank(run.trainer, out, resumed)
         return other_rank or job.finish(cfg, run, out, time.time() - t0, say)

@@ -178,6 +178,8 @@ def test_exercise_solutions_are_folded_in_jupyterlab_too():
     assert sum(map(len, cells.values())) >= 20, cells.keys()
     shown = {stem: len(cs) for stem, cs in cells.items() if not all(c["metadata"].get("jupyter", {}).get("source_hidden") for c in cs)}
     assert not shown, f"solution cells JupyterLab shows open (set metadata jupyter.source_hidden): {shown}"
+    late = {stem: len(cs) for stem, cs in cells.items() if not all("".join(c["source"]).startswith("#| solution") for c in cs)}
+    assert not late, f"solution cells whose `#| solution` is not their first line (nbdev reads directives at the top): {late}"
 
 
 def test_exercise_solutions_are_folded(site):
