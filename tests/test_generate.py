@@ -105,7 +105,7 @@ def test_cached_logits_equal_the_full_forward_pass_at_every_position():
 
 
 def test_cached_logits_equal_the_full_forward_pass_for_a_qwen_shaped_model():
-    "q/k/v biases (Qwen2) and per-head q/k norms (Qwen3) go through project_qkv in the cache too: float32 rounding only."
+    "q/k/v biases (Qwen2) and per-head q/k norms (Qwen3) go through CachedLayer in the cache too: float32 rounding only."
     import llmpt_nb  # noqa: F401
     import mindspore as ms
     from mindspore import Tensor
