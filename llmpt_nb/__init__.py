@@ -19,7 +19,7 @@ __version__ = "0.0.1"
 _API = {   # public name -> the llmpt_nb module that defines it
     'pretrain': 'pipeline', 'build_model': 'pipeline', 'resolve_config': 'pipeline',
     'continue_pretrain': 'continued',
-    'load_config': 'config', 'Config': 'config', 'register': 'config',
+    'load_config': 'config', 'Config': 'config', 'register': 'registry',
     'import_config': 'import_config',
     'load_tokenizer': 'tokenizer', 'train_tokenizer': 'tokenizer',
     'LlamaConfig': 'models.llama', 'LlamaForCausalLM': 'models.llama', 'generate': 'models.llama',

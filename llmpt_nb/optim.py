@@ -11,7 +11,7 @@ import math
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
-from .config import register
+from .registry import register
 
 # %% ../nbs/04b_optimizer.ipynb #b2d35786
 @register("lr_schedule", "CosineWithWarmUpLR")

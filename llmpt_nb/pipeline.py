@@ -15,7 +15,8 @@ from dataclasses import asdict
 from types import SimpleNamespace
 import numpy as np
 import psutil
-from .config import load_config, register, REGISTRY
+from .config import load_config
+from .registry import REGISTRY
 from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size, TOKENIZER_FILES
 from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
@@ -23,16 +24,12 @@ from .data import read_mindrecord
 from .prepare import (Cleaning, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data)
-from .models.llama import LlamaConfig, LlamaForCausalLM, CausalLMLoss, generate, count_parameters
+from .models.llama import CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, batches_of
 from .checkpoint import latest_checkpoint, atomic_write_text
 from .amp import apply_amp_level, estimate_memory, llama_params
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config, parallel_summary
 from .run import Job, run_job, data_folder, config_callbacks
-
-# %% ../nbs/10_pretrain.ipynb #e5726026
-register("model", "LlamaForCausalLM")(LlamaForCausalLM)
-register("config", "LlamaConfig")(LlamaConfig)
 
 # %% ../nbs/10_pretrain.ipynb #6311a82d
 SMOKE_OVERRIDES = {

@@ -14,6 +14,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter
 from mindspore.common.initializer import initializer, Normal
+from ..registry import register
 from ..attention import causal_mask, rope_frequencies, rotate_half_matrix, apply_rope, narrow, causal_attention
 
 # %% ../../nbs/03_model.ipynb #edbd7092
@@ -45,6 +46,7 @@ class ModelConfig:
     def to_dict(self): return asdict(self)
 
 # %% ../../nbs/03_model.ipynb #68cb248a
+@register("config")               # the name a config's model.model_config.type gives (chapter 02d)
 @dataclass
 class LlamaConfig(ModelConfig):
     "Hyperparameters of a LLaMA decoder (MindFormers field names)."
@@ -235,6 +237,7 @@ class LlamaModel(nn.Cell):
         return self.norm(x)
 
 
+@register("model")                # the name a config's model.arch.type gives
 class LlamaForCausalLM(nn.Cell):
     "LLaMA decoder with a language-model head: token ids (batch, seq) -> logits (batch, seq, vocab) in float32."
     def __init__(self, cfg: LlamaConfig):
