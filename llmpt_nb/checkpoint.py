@@ -16,6 +16,7 @@ import numpy as np
 import mindspore as ms
 from fastcore.basics import patch
 from .config import config_hash
+from .optim import load_state
 
 # %% ../nbs/06_checkpoint.ipynb #3e8ac886
 @contextmanager
@@ -171,24 +172,11 @@ def nonfinite_names(params):
     return [p.name for p in params if not np.isfinite(p.asnumpy()).all()]
 
 # %% ../nbs/06_checkpoint.ipynb #2a5dea46
-def load_checked(params, checkpoint, ignore=()):
-    "Load `checkpoint` into `params`, raising one error that lists every missing, unexpected and mis-shaped tensor."
-    ckpt = read_checkpoint(checkpoint) if isinstance(checkpoint, (str, Path)) else checkpoint
-    where = f" in {checkpoint}" if isinstance(checkpoint, (str, Path)) else ""
-    by_name = {p.name: p for p in params}
-    missing = [n for n in by_name if n not in ckpt]
-    unexpected = [n for n in ckpt if n not in by_name and not n.startswith(tuple(ignore))]
-    misshaped = [f"{n}: checkpoint {tuple(ckpt[n].shape)} vs model {tuple(p.shape)}"
-                 for n, p in by_name.items() if n in ckpt and tuple(ckpt[n].shape) != tuple(p.shape)]
-    problems = [f"{len(missing)} missing: {', '.join(missing)}"] * bool(missing) + \
-               [f"{len(unexpected)} unexpected: {', '.join(unexpected)}"] * bool(unexpected) + \
-               [f"{len(misshaped)} with another shape: {'; '.join(misshaped)}"] * bool(misshaped)
-    if problems:
-        raise ValueError(f"the checkpoint{where} does not fit the model: " + " | ".join(problems) +
-                         ". Load it into the model configuration it was saved from (its config.yaml).")
-    for n, p in by_name.items():
-        p.set_data(ms.Tensor(ckpt[n].asnumpy(), p.dtype))
-    return len(by_name)
+def load_checked(params, checkpoint):
+    "Load `checkpoint` (a path, or {name: Tensor}) into `params`: one error lists every missing, unexpected and mis-shaped tensor."
+    if isinstance(checkpoint, (str, Path)):
+        return load_state(params, read_checkpoint(checkpoint), f" in {checkpoint}")
+    return load_state(params, checkpoint)
 
 # %% ../nbs/06_checkpoint.ipynb #88df27b9
 class CheckpointMonitor:
@@ -224,12 +212,12 @@ def sharded_state(trainer):
     return trainer.world_size > 1 and getattr(trainer.optimizer, "stage", 0) >= 1
 
 def moments(trainer):
-    return list(trainer.optimizer.exp_avg) + list(trainer.optimizer.exp_avg_sq)
+    "The Parameters of both AdamW moments (this rank's slices under ZeRO)."
+    return list(trainer.optimizer.state_dict(step=False).values())
 
 def state_params(trainer):
-    "What rank 0's checkpoint holds: weights, the optimizer's step and (unless sharded) both moments."
-    own = [] if sharded_state(trainer) else moments(trainer)
-    return list(trainer.net.get_parameters()) + own + [trainer.optimizer.global_step]
+    "What rank 0's checkpoint holds: the tensors of `Trainer.state_dict`, without the moments when ZeRO shards them."
+    return list(trainer.state_dict(moments=not sharded_state(trainer))["tensors"].values())
 
 # %% ../nbs/06_checkpoint.ipynb #51ec8320
 def checkpoint_health(tr, since):
@@ -264,7 +252,7 @@ def save(self: CheckpointMonitor, tr):
         tr.barrier()
     if not tr.is_main:
         return None
-    st = tr.state
+    st = tr.state_dict(moments=False)["progress"]
     meta = dict(st, epoch=st["micro_step"] // tr.batches_per_epoch, batch_in_epoch=st["micro_step"] % tr.batches_per_epoch,
                 accumulation_position=0, global_batch=tr.global_batch, world_size=tr.world_size, sharded_optimizer=sharded,
                 config_hash=config_hash(tr.cfg), config=tr.cfg.to_dict(), seed=tr.cfg.seed,
@@ -310,10 +298,10 @@ def resume(self: CheckpointMonitor, tr):
         return 0
     ckpt, meta = found
     check_resumable(tr, ckpt, meta)
-    load_checked(state_params(tr), ckpt)
-    if sharded_state(tr):
-        load_checked(moments(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}{ckpt.suffix}"))
-    tr.state.update({k: meta.get(k, v) for k, v in tr.state.items()})   # a key newer than the checkpoint keeps its start
+    sharded, shard = sharded_state(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}{ckpt.suffix}")
+    tr.load_state_dict({"tensors": read_checkpoint(ckpt), "progress": meta}, moments=not sharded, where=f" in {ckpt}")
+    if sharded:
+        tr.optimizer.load_state_dict(read_checkpoint(shard), step=False, where=f" in {shard}")
     self.saved_step = tr.step
     cut_metrics(tr, tr.step)
     return tr.step
@@ -325,5 +313,4 @@ def cut_metrics(tr, step):
     kept = [r for r in kept if r["step"] <= step]
     if tr.is_main and metrics.exists():
         atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
-    tr.history = [r for r in kept if "loss" in r]
-    tr.eval_history = [r for r in kept if "eval_loss" in r]
+    tr.load_state_dict({"history": [r for r in kept if "loss" in r], "eval_history": [r for r in kept if "eval_loss" in r]})

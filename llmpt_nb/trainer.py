@@ -18,7 +18,7 @@ from fastcore.basics import patch
 from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
 from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import REGISTRY
-from .optim import AccumulateStep, ApplyStep, gradient_buffers
+from .optim import AccumulateStep, ApplyStep, gradient_buffers, load_state
 from .figures import use_cjk_font
 
 # %% ../nbs/05_train.ipynb #383482cd
@@ -494,3 +494,23 @@ def _loop(self: Trainer, batches, bar, stop):
             self._call("on_stop")
             raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir,
                                     self.cfg.get("checkpoint", {}).get("format", "ckpt"))
+
+# %% ../nbs/05_train.ipynb #05000002
+@patch
+def state_dict(self: Trainer, moments=True):
+    """What the next step depends on: 'tensors', {name: Parameter} of the weights and the optimizer's state
+    (`moments=False`: without the moments, which ZeRO saves per rank), 'progress' (a copy of `state`) and the
+    logged 'history' and 'eval_history'."""
+    weights = {p.name: p for p in self.net.get_parameters()}
+    return {"tensors": {**weights, **self.optimizer.state_dict(moments)}, "progress": dict(self.state),
+            "history": list(self.history), "eval_history": list(self.eval_history)}
+
+@patch
+def load_state_dict(self: Trainer, state, moments=True, where=""):
+    """Restore the parts of `state_dict(moments)` that `state` holds: the tensors with `load_state`'s checks, the
+    progress (a key the saved state lacks keeps its value) and the histories."""
+    if "tensors" in state:
+        load_state(self.state_dict(moments)["tensors"].values(), state["tensors"], where)
+    self.state.update({k: v for k, v in state.get("progress", {}).items() if k in self.state})
+    self.history = list(state.get("history", self.history))
+    self.eval_history = list(state.get("eval_history", self.eval_history))
