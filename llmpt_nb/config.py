@@ -13,10 +13,8 @@ import difflib
 import hashlib
 import importlib.util
 import io
-import os
 import re
 import shlex
-import tempfile
 from collections import namedtuple
 from pathlib import Path
 from typing import Iterable, Optional, Union
@@ -25,6 +23,7 @@ import yaml
 
 from .corpus import blend_entries
 from .registry import REGISTRY
+from .atomic import atomic_write_text
 
 # %% ../nbs/04_config.ipynb #35c9061e
 DEFAULT_CONFIG = 'pretrain_llama_tiny'
@@ -66,22 +65,6 @@ def _plain(v):
     if isinstance(v, (list, tuple)): return [_plain(x) for x in v]
     return copy.deepcopy(v)
 
-def _atomic_write(path, text: str):
-    "Write `text` to `path` via a temporary sibling file and `os.replace`: readers never see half a file."
-    path = Path(path)
-    above = next((p for p in path.absolute().parents if p.exists()), None)   # the nearest part that exists
-    if above is not None and not above.is_dir():
-        raise ValueError(f"cannot write {path}: {above} is a file, not a folder: choose another path")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f: f.write(text)
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name): os.unlink(tmp_name)
-        raise
-
 # %% ../nbs/04_config.ipynb #a5fd7483
 class Config(dict):
     "A nested dict whose keys are also attributes: `cfg.runner_config.batch_size`."
@@ -116,7 +99,7 @@ class Config(dict):
     def to_yaml(self, path=None) -> str:
         "The config as YAML text (keys in their order, Chinese kept readable); also written atomically to `path` if given."
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, default_flow_style=False)
-        if path is not None: _atomic_write(path, text)
+        if path is not None: atomic_write_text(path, text)
         return text
 
 # %% ../nbs/04_config.ipynb #a07f6327

@@ -22,7 +22,7 @@ from .corpus import load_corpus, clean_documents, split_sentences, split_train_v
 from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import Trainer
-from .checkpoint import atomic_write_text
+from .atomic import atomic_write_text
 from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
 from .pipeline import resolve_config
 from .run import Job, run_job, config_callbacks

@@ -39,7 +39,8 @@ def use_cjk_font(path=None):
     return family
 
 # %% ../nbs/00_figures.ipynb #a88c0e44
-import json, os, sys
+import json, sys
+from .atomic import atomic_write_text
 from importlib.resources import files
 
 JUPYTER_FONT = "llmpt-nb-cjk-font"   # the JupyterLab extension that serves the font to the browser
@@ -73,11 +74,7 @@ def install_save_hook():
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not JSON ({e}): fix or remove it, then run llmpt setup-jupyter again") from None
     config.setdefault("ContentsManager", {})["pre_save_hook"] = "nbdev.clean.clean_jupyter"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".tmp_" + path.name)                # the user's other settings are never half written
-    tmp.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(config, indent=1) + "\n")   # the user's other settings: never half written
 
 def run_setup_jupyter(args, overrides=()):
     "`llmpt setup-jupyter`: the font extension where JupyterLab finds it, and the save hook; say so."

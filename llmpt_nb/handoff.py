@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 import yaml
 from .amp import apply_amp_level
-from .checkpoint import atomic_write_text, latest_checkpoint
+from .checkpoint import latest_checkpoint
+from .atomic import atomic_write_text
 from .config import load_config
 from .convert import convert_weights
 from .data import mindrecord_files

@@ -16,7 +16,8 @@ from typing import Optional
 
 import yaml
 
-from .config import REGISTRY, _atomic_write, _get, _plain, _set, config_schema, load_config, read_yaml
+from .atomic import atomic_write_text
+from .config import REGISTRY, _get, _plain, _set, config_schema, load_config, read_yaml
 
 # %% ../nbs/04a_import_config.ipynb #a6fec8f3
 def llama_intermediate_size(hidden_size: int, multiple_of: int = 256, ffn_dim_multiplier: Optional[float] = None) -> int:
@@ -680,7 +681,7 @@ def import_config(src, dst=None, overwrite: bool = False, verbose: bool = True) 
         if dst.exists() and dst.resolve() == src.resolve(): raise ValueError(f"{dst} is the input file: write to another -o file")
         if dst.exists() and not overwrite:
             raise FileExistsError(f"{dst} exists: choose another output file (-o) or pass overwrite=True (--overwrite)")
-        _atomic_write(dst, _yaml_text(rows, settings, src.name, schema))
+        atomic_write_text(dst, _yaml_text(rows, settings, src.name, schema))
         cfg = load_config(dst)                      # what `llmpt pretrain --config dst` will train with
     result = ImportedConfig(str(src), rows, settings, cfg, None if dst is None else str(dst))
     if verbose: print(result.table())

@@ -26,7 +26,8 @@ from .prepare import (Cleaning, corpus_batches, format_sources, default_workers,
                               verify_data)
 from .models.llama import CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot, batches_of
-from .checkpoint import latest_checkpoint, atomic_write_text
+from .checkpoint import latest_checkpoint
+from .atomic import atomic_write_text
 from .amp import apply_amp_level, estimate_memory, llama_params
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config, parallel_summary
 from .run import Job, run_job, data_folder, config_callbacks

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm   # to stderr, off when it is not a terminal (a notebook, a log file)
 
+from .atomic import atomic_write_text
 from .corpus import (COMPRESSED, SeenDigests, blend_entries, chunk_document, clean_document, corpus_files,
                              digest, heldout_document, iter_blend, iter_documents)
 from .tokenizer import (TRAINER_DEFAULTS, RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report,
@@ -373,8 +374,7 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
                   roundtrip=dict(n_lines=n_heldout, n_failed=n_failed, examples=failures),
                   baselines=baselines, workers=workers, seconds=round(seconds, 2), encoding_seconds=round(encoding, 2),
                   tokens_per_second=round(sum(tokens.values()) / encoding))
-    tmp = data_dir / f'.{MANIFEST}.tmp'
-    tmp.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding='utf-8'); os.replace(tmp, data_dir / MANIFEST)
+    atomic_write_text(data_dir / MANIFEST, json.dumps(record, ensure_ascii=False, indent=1))
     return record
 
 # %% ../nbs/02c_prepare.ipynb #1aeeb621

@@ -12,7 +12,7 @@ __all__ = ['DTYPES_NAME', 'SUPPORTED', 'DECODER_TYPES', 'LLAMA_HYPER', 'LLAMA_HF
            'load_ms_checkpoint', 'encoder_config_from_hf', 'encoder_config_to_hf', 'load_weights']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
-import json, os, re, shutil, sys, warnings
+import json, re, shutil, sys, warnings
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 import numpy as np
@@ -24,6 +24,7 @@ from safetensors import safe_open, SafetensorError
 from safetensors.numpy import save_file
 from .models.llama import LlamaConfig, LlamaForCausalLM, DTYPES
 from .models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM
+from .atomic import atomic_path
 from .testing import import_transformers  # transformers and torch: the reference side (chapter 06a)
 
 # %% ../nbs/07_weights.ipynb #2f118190
@@ -41,12 +42,10 @@ def _numpy_dtype(name):
 def save_safetensors(arrays, path, dtype=None, metadata=None):
     "Write {name: array} to `path` with `safetensors` (atomically); floating arrays are stored as `dtype` if given."
     cast = lambda a: a.astype(_numpy_dtype(dtype)) if dtype and (a.dtype.kind == "f" or a.dtype.name == "bfloat16") else a
-    path = Path(path)
-    tmp_path = path.with_name(".tmp_" + path.name)
-    save_file({k: np.ascontiguousarray(cast(np.asarray(a))) for k, a in arrays.items()}, tmp_path,
-              metadata=metadata or {"format": "pt"})
-    os.replace(tmp_path, path)
-    return path
+    with atomic_path(path) as tmp:
+        save_file({k: np.ascontiguousarray(cast(np.asarray(a))) for k, a in arrays.items()}, tmp,
+                  metadata=metadata or {"format": "pt"})
+    return Path(path)
 
 def read_safetensors_header(path):
     "{name: (dtype name, shape)} of a .safetensors file, from its header alone."
@@ -522,13 +521,11 @@ def save_ms_checkpoint(net, path, names="ours"):
     if names == "mindformers": _mindformers_names_exist(net.config, path)
     rename = to_mindformers if names == "mindformers" else _identity
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     params = [{"name": rename(p.name), "data": Tensor(p.asnumpy() if p.dtype != ms.bfloat16 else p.astype(ms.float32).asnumpy(), p.dtype)}
               for p in net.get_parameters()]
-    tmp_path = path.with_name(".tmp_" + path.name)     # MindSpore insists on the .ckpt suffix
-    ms.save_checkpoint(params, str(tmp_path), append_dict={"model_config": json.dumps(asdict(net.config)), "arch": arch,
-                                                           "names": names})
-    os.replace(tmp_path, path)
+    with atomic_path(path) as tmp:                   # the temporary name keeps .ckpt: MindSpore insists on it
+        ms.save_checkpoint(params, str(tmp), append_dict={"model_config": json.dumps(asdict(net.config)), "arch": arch,
+                                                          "names": names})
     return path
 
 def _model_section(config):
