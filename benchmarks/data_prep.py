@@ -60,9 +60,9 @@ def peak_mb():
 
 
 def run_llmpt(corpus, out, tokenizer, seq_length=128):
-    from llmpt_nb.prepare import prepare_corpus, verify_data
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus, verify_data
     t = time.perf_counter()
-    r = prepare_corpus(corpus, out, seq_length=seq_length, vocab_file=tokenizer, verbose=False)
+    r = prepare_corpus(corpus, out, PrepareSettings(seq_length=seq_length, vocab_file=tokenizer), verbose=False)
     seconds = time.perf_counter() - t
     t = time.perf_counter()
     verify_data(out, r)                            # what every run start does before it reads the shards
@@ -73,9 +73,10 @@ def run_llmpt(corpus, out, tokenizer, seq_length=128):
 
 
 def run_trained(corpus, out, tokenizer=None, seq_length=128, sample_chars=20_000_000):
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
     t = time.perf_counter()
-    r = prepare_corpus(corpus, out, seq_length=seq_length, vocab_size=8000, sample_chars=sample_chars, verbose=False)
+    r = prepare_corpus(corpus, out, PrepareSettings(seq_length=seq_length, vocab_size=8000, sample_chars=sample_chars),
+                       verbose=False)
     held = r["baselines"]["bigram"]                # scored on the held-out documents: their characters and tokens
     return dict(seconds=time.perf_counter() - t, tokens=sum(r["tokens"].values()) + sum(r["documents"].values()),
                 documents=sum(r["documents"].values()), heldout_chars_per_token=held["chars"] / held["tokens"],

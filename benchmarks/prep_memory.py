@@ -32,14 +32,14 @@ def main():
     ap.add_argument("corpus"); ap.add_argument("--tokenizer"); ap.add_argument("--vocab-size", type=int, default=8000)
     ap.add_argument("--interval", type=float, default=0.1); ap.add_argument("--top", type=int, default=10)
     a = ap.parse_args()
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
     print(describe())
     samples, done = [], threading.Event()
     threading.Thread(target=sample, args=(samples, done, a.interval), daemon=True).start()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         tok = dict(vocab_file=a.tokenizer) if a.tokenizer else dict(vocab_size=a.vocab_size)
-        prepare_corpus(a.corpus, out, seq_length=128, verbose=False, **tok)
+        prepare_corpus(a.corpus, out, PrepareSettings(seq_length=128, **tok), verbose=False)
     done.set()
     print(f"{time.perf_counter() - t0:.1f} s; peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024:,} MB")
     print(f"the {a.top} samples of highest RSS (seconds, MB, innermost frame first):")

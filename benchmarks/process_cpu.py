@@ -5,8 +5,9 @@ MindRecord writer, the workers at nice 10), sampled from /proc every 0.2 s while
 """
 import argparse, os, subprocess, sys, tempfile, time
 
-CHILD = ("import sys, llmpt_nb; from llmpt_nb.prepare import prepare_corpus; "
-         "prepare_corpus(sys.argv[1], sys.argv[2], seq_length=int(sys.argv[3]), vocab_file=sys.argv[4], verbose=False)")
+CHILD = ("import sys, llmpt_nb; from llmpt_nb.prepare import PrepareSettings, prepare_corpus; "
+         "prepare_corpus(sys.argv[1], sys.argv[2], PrepareSettings(seq_length=int(sys.argv[3]), vocab_file=sys.argv[4]), "
+         "verbose=False)")
 
 
 def tree(root):

@@ -22,6 +22,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass
 from itertools import chain, islice
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 from tqdm import tqdm   # to stderr, off when it is not a terminal (a notebook, a log file)
@@ -35,8 +36,8 @@ from .data import MindRecordWriter, Packer, _trim_heap, stored_columns
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
-__all__ = ['MANIFEST', 'FILE_BYTES', 'TOKENIZER_LINE_CHARS', 'Cleaning', 'ids_dtype', 'process_batch', 'corpus_batches',
-           'blend_sources', 'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer',
+__all__ = ['MANIFEST', 'FILE_BYTES', 'TOKENIZER_LINE_CHARS', 'Cleaning', 'PrepareSettings', 'ids_dtype', 'process_batch',
+           'corpus_batches', 'blend_sources', 'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer',
            'prepare_tokenizer', 'WriterProcess', 'prepare_corpus', 'load_prepared', 'prepared_report',
            'prepared_baselines', 'format_sources', 'file_digests', 'data_files', 'verify_data']
 
@@ -48,6 +49,34 @@ class Cleaning:
     sensitive: str = 'keep'
     val_fraction: float = 0.02
     seed: int = 42
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    """What `prepare_corpus` does with a corpus: rows of `seq_length` + 1 tokens; the tokenizer of `vocab_file` (of type
+    `tokenizer_type`), or one trained with `vocab_size` and `character_coverage` on a seeded sample of at most
+    `sample_documents` documents and `sample_chars` characters; documents from `text_field`, the first `max_documents`
+    only if set, cleaned and split as `cleaning` says; `shard_num` training files; `workers` processes (None: one per
+    core) handed `batch_documents` documents at a time. A run builds these from its config (chapter 10)."""
+    seq_length: int = 128
+    vocab_file: Optional[str] = None
+    tokenizer_type: Optional[str] = None
+    vocab_size: int = 4500
+    character_coverage: float = 0.9995
+    sample_documents: int = 200_000
+    sample_chars: int = 20_000_000
+    text_field: str = 'text'
+    max_documents: Optional[int] = None
+    min_chars: int = 8
+    sensitive: str = 'keep'
+    val_fraction: float = 0.02
+    seed: int = 42
+    shard_num: int = 1
+    workers: Optional[int] = None
+    batch_documents: int = 1000
+
+    @property
+    def cleaning(self): return Cleaning(self.min_chars, self.sensitive, self.val_fraction, self.seed)
 
 _WORKER = {}
 
@@ -198,23 +227,23 @@ def _train_apart(texts, prefix, **options):
                                "processor.tokenizer.sample_chars") from None
     return Tokenizer(f'{prefix}.model')
 
-def prepare_tokenizer(batches, folder, vocab_file=None, vocab_size=4500, character_coverage=0.9995,
-                      sample_documents=200_000, sample_chars=20_000_000, seed=42, say=print, kind=None):
-    """The tokenizer in `folder`: `vocab_file`'s (of type `kind`, None: either), or a SentencePiece model trained on a
-    seeded sample of the processed `batches`' training documents (workers without a tokenizer), at most
-    `sample_documents` of them and `sample_chars` characters. Returns it, what it was trained on (None for
-    `vocab_file`), and its round trip on the first 2,000 held-out documents."""
-    if not vocab_file: _check_trainable(kind)
+def prepare_tokenizer(batches, folder, settings=PrepareSettings(), say=print):
+    """The tokenizer in `folder`: `settings.vocab_file`'s (of type `settings.tokenizer_type`, None: either), or a
+    SentencePiece model trained on a seeded sample of the processed `batches`' training documents (workers without a
+    tokenizer), at most `sample_documents` of them and `sample_chars` characters. Returns it, what it was trained on
+    (None for a `vocab_file`), and its round trip on the first 2,000 held-out documents."""
+    if not settings.vocab_file: _check_trainable(settings.tokenizer_type)
     t0, heldout = time.perf_counter(), []
     lines = _tokenizer_lines(_train_docs(batches, heldout))
-    texts, n = reservoir_sample(lines, 0 if vocab_file else sample_documents, seed, sample_chars)
-    if vocab_file:
-        tok = copy_tokenizer(vocab_file, folder, kind)
+    texts, n = reservoir_sample(lines, 0 if settings.vocab_file else settings.sample_documents, settings.seed,
+                                settings.sample_chars)
+    if settings.vocab_file:
+        tok = copy_tokenizer(settings.vocab_file, folder, settings.tokenizer_type)
         return tok, None, roundtrip_report(tok, heldout)
     if not texts: raise ValueError("no training documents to train the tokenizer on: add text or lower min_chars")
     folder, t1 = Path(folder), time.perf_counter(); folder.mkdir(parents=True, exist_ok=True)
-    tok = _train_apart(texts, folder / 'tokenizer', vocab_size=vocab_size, character_coverage=character_coverage,
-                       input_sentence_size=max(len(texts), 101))  # the whole sample, no other draw (SentencePiece wants > 100)
+    tok = _train_apart(texts, folder / 'tokenizer', vocab_size=settings.vocab_size,
+                       character_coverage=settings.character_coverage, input_sentence_size=max(len(texts), 101))  # the whole sample, no other draw (SentencePiece wants > 100)
     chars, t2 = sum(map(len, texts)), time.perf_counter()
     say(f"tokenizer: {tok.vocab_size:,} pieces trained on {len(texts):,} of {n:,} training documents, {chars:,} "
         f"characters ({'all' if len(texts) == n else 'a seeded sample'}), in {t2 - t0:.0f} s ({t2 - t1:.0f} s training)")
@@ -290,34 +319,30 @@ def _split_arrays(b, mask):
     "Tokens, lengths and characters of the documents of batch `b` selected by `mask`."
     return b['tokens'][np.repeat(mask, b['lengths'])], b['lengths'][mask], int(b['chars'][mask].sum())
 
-def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_file=None, vocab_size=4500,
-                   character_coverage=0.9995, sample_documents=200_000, sample_chars=20_000_000, text_field='text',
-                   max_documents=None,
-                   min_chars=8, sensitive='keep', val_fraction=0.02, seed=42, shard_num=1, workers=None,
-                   batch_documents=1000, check_tokenizer=None, verbose=True, tokenizer_type=None):
-    """Corpus -> tokenizer (`vocab_file`'s, of type `tokenizer_type`, or one trained) -> train.mindrecord (`shard_num` files, a multiple of `shard_num` rows) and val.mindrecord in
-    `data_dir`, in one streaming pass (two when the tokenizer is trained), then `prepared.json`: what was done and
-    measured. Memory is bounded by the batches in flight, not by the corpus. `check_tokenizer(tok)` may refuse the
-    tokenizer before the data is written. Returns that record."""
+def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=None, check_tokenizer=None, verbose=True):
+    """Corpus -> tokenizer (`settings.vocab_file`'s, or one trained) -> train.mindrecord (`shard_num` files, a multiple of
+    `shard_num` rows) and val.mindrecord in `data_dir`, in one streaming pass (two when the tokenizer is trained), then
+    `prepared.json`: what was done and measured. Memory is bounded by the batches in flight, not by the corpus.
+    `check_tokenizer(tok)` may refuse the tokenizer before the data is written. Returns that record."""
     t0, say = time.perf_counter(), print if verbose else (lambda *a, **k: None)
-    if not vocab_file: _check_trainable(tokenizer_type)
+    if not settings.vocab_file: _check_trainable(settings.tokenizer_type)
     data_dir = Path(data_dir); data_dir.mkdir(parents=True, exist_ok=True)
-    workers = default_workers(workers)
+    workers = default_workers(settings.workers)
     if (data_dir / MANIFEST).exists(): (data_dir / MANIFEST).unlink()          # incomplete from here on
     elif any(data_dir.glob('*.mindrecord*')) or any(data_dir.glob('.*.mindrecord.*')):
         say(f"{data_dir} holds a preparation that was stopped before it finished (no {MANIFEST}): starting it again")
     for stale in data_dir.glob('.*.mindrecord.*'): shutil.rmtree(stale, ignore_errors=True)
-    files, cleaning = corpus_files(corpus), Cleaning(min_chars, sensitive, val_fraction, seed)
+    files, cleaning = corpus_files(corpus), settings.cleaning
     total = _disk_bytes(files)
-    raw = lambda bar=None: corpus_batches(corpus, text_field, max_documents, batch_documents, bar and bar.update)
+    raw = lambda bar=None: corpus_batches(corpus, settings.text_field, settings.max_documents, settings.batch_documents,
+                                          bar and bar.update)
     folder = Path(tokenizer_dir or data_dir / 'tokenizer')
-    if vocab_file: tok, sample = copy_tokenizer(vocab_file, folder, tokenizer_type), None
-    else: tok, sample, _ = prepare_tokenizer(stream_batches(raw(), None, cleaning, workers), folder, None, vocab_size,
-                                             character_coverage, sample_documents, sample_chars, seed, say)
+    if settings.vocab_file: tok, sample = copy_tokenizer(settings.vocab_file, folder, settings.tokenizer_type), None
+    else: tok, sample, _ = prepare_tokenizer(stream_batches(raw(), None, cleaning, workers), folder, settings, say)
     if check_tokenizer: check_tokenizer(tok)
     t1 = time.perf_counter()
-    width, seen, stats = seq_length + 1, SeenDigests(), Counter()
-    packers = {s: Packer(seq_length, tok.eos_id, tok.pad_id) for s in ('train', 'val')}
+    width, seen, stats = settings.seq_length + 1, SeenDigests(), Counter()
+    packers = {s: Packer(settings.seq_length, tok.eos_id, tok.pad_id) for s in ('train', 'val')}
     counter, failures, n_heldout, n_failed = BaselineCounter(tok.vocab_size, tok.eos_id), [], 0, 0
     docs, tokens = Counter(), Counter()
     n_src = len(blend_sources(corpus))
@@ -325,10 +350,10 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     bar = tqdm(total=total, unit='B', unit_scale=True, desc='prepare', disable=None if verbose else True)
     columns = stored_columns(tok.eos_id, tok.pad_id)   # input_ids alone, unless the padding is EOS (chapter 02)
     file_rows = FILE_BYTES // (width * 8)    # a new group of files every 128 MB of int32 pairs: bounded index memory
-    specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, columns=columns, shard_num=shard_num,
-                            overwrite=True, row_multiple=shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
+    specs = dict(train=dict(path=data_dir / 'train.mindrecord', row_length=width, columns=columns,
+                            shard_num=settings.shard_num, overwrite=True, row_multiple=settings.shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
                  val=dict(path=data_dir / 'val.mindrecord', row_length=width, columns=columns, overwrite=True,
-                          max_bytes=_max_bytes(files, val_fraction), file_rows=file_rows))
+                          max_bytes=_max_bytes(files, settings.val_fraction), file_rows=file_rows))
     with bar, WriterProcess(specs, separate=workers > 0) as out:
         for i, b in enumerate(stream_batches(raw(bar), tok.model_file, cleaning, workers)):
             if i % 8 == 0: _trim_heap()       # freed scratch arrays back to the system: memory stays flat however long
@@ -353,7 +378,8 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
             bar.set_postfix_str(f"{sum(docs.values()):,} documents, {rate / 1e6:.2f} M tokens/s", refresh=False)
         if not docs['train'] or not docs['val']:
             raise ValueError(f"{docs['train']:,} training and {docs['val']:,} held-out documents in {corpus!r} after "
-                             f"cleaning (min_chars={min_chars}, val_fraction={val_fraction}): both are needed; add text, "
+                             f"cleaning (min_chars={settings.min_chars}, val_fraction={settings.val_fraction}): both are "
+                             "needed; add text, "
                              "lower min_chars or change val_fraction")
         for split, p in packers.items():
             last = p.finish()
@@ -365,8 +391,8 @@ def prepare_corpus(corpus, data_dir, *, seq_length, tokenizer_dir=None, vocab_fi
     sources = [dict(path=p, weight=w, **{k: int(v[i]) for k, v in by_source.items()})
                for i, (p, w) in enumerate(blend_sources(corpus))]
     record = dict(corpus=[dict(e) for e in corpus] if isinstance(corpus, (list, tuple)) else str(corpus), data_dir=str(data_dir), files=[[str(f), Path(f).stat().st_size] for f in files], bytes=total,
-                  settings=dict(seq_length=seq_length, text_field=text_field, max_documents=max_documents,
-                                shard_num=shard_num, **asdict(cleaning)),
+                  settings=dict(seq_length=settings.seq_length, text_field=settings.text_field,
+                                max_documents=settings.max_documents, shard_num=settings.shard_num, **asdict(cleaning)),
                   tokenizer=dict(model_file=str(tok.model_file), vocab_size=tok.vocab_size, trained=sample is not None,
                                  **(sample or {})),
                   documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, columns=list(columns), data_files=file_digests(data_files(data_dir)),

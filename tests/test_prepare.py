@@ -33,10 +33,10 @@ def tokenizer(tmp_path_factory):
 
 
 def test_worker_count_does_not_change_the_files(tmp_path, tokenizer):
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
     corpus = write_corpus(tmp_path / "c.txt", 4000)
-    records = [prepare_corpus(corpus, tmp_path / f"w{n}", seq_length=64, vocab_file=tokenizer.model_file, shard_num=2,
-                              workers=n, batch_documents=300, verbose=False) for n in (0, 1, 2)]
+    records = [prepare_corpus(corpus, tmp_path / f"w{n}", PrepareSettings(seq_length=64, vocab_file=tokenizer.model_file,
+                              shard_num=2, workers=n, batch_documents=300), verbose=False) for n in (0, 1, 2)]
     assert digests(tmp_path / "w0") == digests(tmp_path / "w1") == digests(tmp_path / "w2") and digests(tmp_path / "w0")
     same = lambda r: {k: v for k, v in r.items() if k not in ("seconds", "encoding_seconds", "tokens_per_second",
                                                                "workers", "data_dir", "tokenizer")}
@@ -48,11 +48,11 @@ def test_worker_count_does_not_change_the_files(tmp_path, tokenizer):
 def test_tokenizer_sample_is_bounded_in_characters(tmp_path):
     """The tokenizer trains on a seeded sample of at most `sample_chars` characters (prepared.json says how many), full
     to within a document; the same seed draws the same sample, so the same pieces."""
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
     from llmpt_nb.tokenizer import load_tokenizer
     corpus = write_corpus(tmp_path / "c.txt", 3000)
-    sample = [prepare_corpus(corpus, tmp_path / f"d{i}", seq_length=64, vocab_size=2000, character_coverage=0.98,
-                             sample_chars=200_000, verbose=False)["tokenizer"] for i in (0, 1)][0]
+    sample = [prepare_corpus(corpus, tmp_path / f"d{i}", PrepareSettings(seq_length=64, vocab_size=2000,
+                             character_coverage=0.98, sample_chars=200_000), verbose=False)["tokenizer"] for i in (0, 1)][0]
     assert 195_000 < sample["sample_chars"] <= 200_000 and sample["sample_documents"] < 0.6 * sample["training_documents"], sample
     toks = [load_tokenizer(tmp_path / f"d{i}" / "tokenizer") for i in (0, 1)]
     pieces = [[tok.id_to_piece(i) for i in range(tok.vocab_size)] for tok in toks]
@@ -65,14 +65,14 @@ def test_labels_are_on_disk_only_when_the_padding_is_eos(tmp_path, tokenizer):
     import numpy as np
     from llmpt_nb.corpus import load_corpus
     from llmpt_nb.data import IGNORE_INDEX, read_mindrecord
-    from llmpt_nb.prepare import prepare_corpus
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
     from llmpt_nb.tokenizer import Tokenizer, train_tokenizer
     corpus = write_corpus(tmp_path / "c.txt", 600)
     no_pad = train_tokenizer(load_corpus(max_documents=3000), tmp_path / "eos" / "t", vocab_size=4500, pad_id=-1)
     assert no_pad.pad_id == no_pad.eos_id
     for tok, columns in ((tokenizer, ["input_ids"]), (no_pad, ["input_ids", "labels"])):
         out = tmp_path / f"pad{tok.pad_id}"
-        r = prepare_corpus(corpus, out, seq_length=64, vocab_file=tok.model_file, verbose=False)
+        r = prepare_corpus(corpus, out, PrepareSettings(seq_length=64, vocab_file=tok.model_file), verbose=False)
         assert r["columns"] == columns
         tok = Tokenizer(out / "tokenizer" / "tokenizer.model")
         rows = list(read_mindrecord(out / "val.mindrecord", pad_id=tok.pad_id).create_tuple_iterator(output_numpy=True))
@@ -113,12 +113,12 @@ def test_stopped_preparation_is_never_read_and_reruns_the_same(tmp_path, env):
 PEAK = """
 import json, resource, sys
 import llmpt_nb.prepare
-from llmpt_nb.prepare import prepare_corpus
+from llmpt_nb.prepare import PrepareSettings, prepare_corpus
 llmpt_nb.prepare.FILE_BYTES = 1 << 23      # MindRecord files of 8 MB: the test's corpora span several
 import llmpt_nb.baseline                   # the baselines' pair table dense from the start in both runs: its size is set
 llmpt_nb.baseline.PairCounts.__init__.__defaults__ = (1 << 22, 0)   # by the vocabulary (V * V counts), not the corpus
-r = prepare_corpus(sys.argv[1], sys.argv[2], seq_length=128, vocab_file=sys.argv[3], workers=2, batch_documents=500,
-                   verbose=False)
+r = prepare_corpus(sys.argv[1], sys.argv[2], PrepareSettings(seq_length=128, vocab_file=sys.argv[3], workers=2,
+                   batch_documents=500), verbose=False)
 print(json.dumps(dict(tokens=sum(r['tokens'].values()), main=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                       workers=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)))
 """
