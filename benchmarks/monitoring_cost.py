@@ -24,13 +24,14 @@ from llmpt_nb.run import config_callbacks
 from llmpt_nb.trainer import Trainer, set_context
 steps, extra = int(sys.argv[1]), sys.argv[2:]
 cfg = load_config(overrides=[f"output_dir={tempfile.mkdtemp()}", f"runner_config.max_steps={steps}",
-                             "callbacks.save_checkpoint_steps=100000", "lr_schedule.learning_rate=3e-3", *extra])
+                             "callbacks.save_checkpoint_steps=100000", "lr_schedule.learning_rate=3e-3",
+                             "context.peak_flops=1.0", *extra])
 mc, rc = cfg.model.model_config, cfg.runner_config
 set_context(cfg.context, cfg.seed)
 rows = np.random.default_rng(0).integers(0, mc.vocab_size, (steps * rc.batch_size * rc.gradient_accumulation_steps,
                                                            mc.seq_length + 1)).astype(np.int32)
 data = mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(rc.batch_size)
-tr = Trainer(build_model(cfg), cfg, data, verbose=False, peak_flops=1.0, callbacks=config_callbacks(cfg))
+tr = Trainer(build_model(cfg), cfg, data, verbose=False, callbacks=config_callbacks(cfg))
 tr.fit()
 rates = [r["tokens_per_s"] for r in tr.history[10:]]    # after compilation and warm-up
 print(json.dumps({"code": llmpt_nb.__file__, "tokens_per_s": float(np.median(rates)), "losses": [r["loss"] for r in tr.history]}))

@@ -15,6 +15,7 @@ import mindspore as ms
 from llmpt_nb.models.llama import CausalLMLoss
 from llmpt_nb.parallel import (GatherShard, broadcast_parameters, build_train_cells, comm_per_step, engine_grad_reducer,
                                full_shapes, init_distributed, rank_memory, tiny_llama, train_steps, unshard_model)
+from llmpt_nb.optim import StepSettings
 from llmpt_nb.trainer import peak_rss_mb
 
 
@@ -68,8 +69,8 @@ def run_stage(stage, args, rank, world):
     broadcast_parameters(net.trainable_params(), world)
     plan = dict(world_size=world, mindspore_context=dict(parallel_mode="data_parallel", device_num=world))
     reducer = engine_grad_reducer(net.trainable_params(), plan) if engine and world > 1 else None
-    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, weight_decay=args.weight_decay,
-                              grad_reducer=reducer)
+    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, StepSettings(weight_decay=args.weight_decay),
+                              reducer)
     data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
     mine = data[:, rank * accum:(rank + 1) * accum].astype(np.int32)
     batches = [[(m, m) for m in step] for step in mine]

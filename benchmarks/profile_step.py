@@ -21,13 +21,14 @@ def profile(a, out):
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     from llmpt_nb.trainer import Trainer, set_context
     cfg = load_config(overrides=[f"output_dir={tempfile.mkdtemp()}", f"model.model_config.seq_length={a.seq}",
-                                 f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}"])
+                                 f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}",
+                                 "context.peak_flops=1.0"])
     mc = cfg.model.model_config
     set_context(cfg.context, 0)
     net = LlamaForCausalLM(LlamaConfig.from_dict(mc))
     rows = np.random.default_rng(0).integers(0, mc.vocab_size, ((a.steps + 3) * a.batch * a.accum, a.seq + 1)).astype(np.int32)
     tr = Trainer(net, cfg, mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(a.batch),
-                 verbose=False, peak_flops=1.0)
+                 verbose=False)
     batches = tr.micro_batches()
     for _ in range(3):  # compile and warm up outside the profile
         tr.train_step(batches)

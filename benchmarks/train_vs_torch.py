@@ -46,7 +46,8 @@ def config(a):
     sizes = {"runner_config.batch_size": a.batch, "runner_config.gradient_accumulation_steps": a.accum,
              "model.model_config.seq_length": a.seq, "lr_schedule.learning_rate": a.lr}
     cfg = load_config(overrides=[f"{k}={v}" for k, v in sizes.items() if v is not None] + a.set + [
-        f"runner_config.max_steps={a.steps}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000"])
+        f"runner_config.max_steps={a.steps}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000",
+        "context.peak_flops=1.0"])
     rc = cfg.runner_config
     a.batch, a.accum, a.seq = rc.batch_size, rc.gradient_accumulation_steps, cfg.model.model_config.seq_length
     a.lr = cfg.lr_schedule.learning_rate
@@ -89,7 +90,7 @@ def run_mindspore(a, work):
     flat = np.load(work / "data.npy").reshape(-1, a.seq + 1)
     ds = mds.NumpySlicesDataset({"input_ids": flat, "labels": flat}, shuffle=False).batch(a.batch)
     turns = Turns(a.turns)
-    tr = Trainer(net, cfg, ds, verbose=False, peak_flops=1.0, callbacks=[turns])
+    tr = Trainer(net, cfg, ds, verbose=False, callbacks=[turns])
     hist = tr.fit()
     return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist],
                 n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)

@@ -814,6 +814,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'llmpt_nb.optim.ApplyStep': ('optimizer.html#applystep', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim.ApplyStep.__init__': ('optimizer.html#applystep.__init__', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim.ApplyStep.construct': ('optimizer.html#applystep.construct', 'llmpt_nb/optim.py'),
+                                'llmpt_nb.optim.StepSettings': ('optimizer.html#stepsettings', 'llmpt_nb/optim.py'),
+                                'llmpt_nb.optim.StepSettings.from_config': ('optimizer.html#stepsettings.from_config', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim._ScaledLoss': ('optimizer.html#_scaledloss', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim._ScaledLoss.__init__': ('optimizer.html#_scaledloss.__init__', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim._ScaledLoss.construct': ('optimizer.html#_scaledloss.construct', 'llmpt_nb/optim.py'),

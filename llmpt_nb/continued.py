@@ -350,13 +350,10 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
                     out, rank, world_size)
     say(f"{data.train_chunks} training / {data.val_chunks} held-out chunks of at most {data.seq} tokens; "
         f"buckets {data.buckets}")
-    loss_net, cells = MaskedLMLoss(net, tok.pad_token_id), None
     if world_size > 1:
         broadcast_parameters(net.trainable_params(), world_size)
-        cells = train_cells_from_config(net, loss_net, cfg, rank, world_size)
-    trainer = Trainer(net, cfg, data.train, data.val, output_dir=out, verbose=verbose and rank == 0, rank=rank,
-                      world_size=world_size, cells=cells, barrier=functools.partial(barrier, world_size),
-                      peak_flops=cfg.context.get("peak_flops"), loss_net=loss_net, callbacks=config_callbacks(cfg))
+    cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, world_size)  # 09a, any world size
+    trainer = Trainer(net, cfg, data.train, data.val, config_callbacks(cfg), verbose and rank == 0, cells)
     return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd

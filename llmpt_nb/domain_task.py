@@ -18,6 +18,7 @@ from mindspore import nn, ops, Tensor
 from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer, set_context
+from .parallel import train_cells_from_config
 from .pipeline import resolve_config
 from .run import config_callbacks
 from .weights import load_hf_model
@@ -161,8 +162,8 @@ def train_classifier(src, split, seed, out, steps=100, batch_size=32, learning_r
     train = lambda epoch: labelled_batches(ids["train"], split.train[1], batch_size, tok.pad_token_id,
                                            np.random.default_rng([seed, epoch]))
     test = labelled_batches(ids["test"], split.test[1], batch_size, tok.pad_token_id, drop_last=False)
-    trainer = Trainer(model, cfg, train, test, output_dir=out, verbose=verbose, loss_net=ClassificationLoss(model),
-                      callbacks=config_callbacks(cfg))
+    cells = train_cells_from_config(model, ClassificationLoss(model), cfg, 0, 1)     # chapter 09a's, one process
+    trainer = Trainer(model, cfg, train, test, config_callbacks(cfg), verbose, cells)
     history = trainer.fit()
     return dict(seed=seed, accuracy=accuracy(model, test), test_loss=trainer.eval_history[-1]["eval_loss"],
                 first_loss=history[0]["loss"], last_loss=history[-1]["loss"], steps=trainer.step,

@@ -5,10 +5,12 @@ steps, and the two GRAPH_MODE cells of one step: gradients added over micro-batc
 
 # %% auto #0
 __all__ = ['warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'load_state', 'gradient_buffers', 'AccumulateStep',
-           'ApplyStep']
+           'ApplyStep', 'StepSettings']
 
 # %% ../nbs/04b_optimizer.ipynb #4b000005
 import math
+from dataclasses import dataclass
+from typing import Optional
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
@@ -25,9 +27,11 @@ def warmup_cosine_lr(step, learning_rate, total_steps, warmup_steps, lr_end=0.0)
     return lr_end + 0.5 * (learning_rate - lr_end) * (1 + math.cos(math.pi * progress))
 
 # %% ../nbs/04b_optimizer.ipynb #ae91b956
-def adamw_math(p, m, v, g, lr, bc1, bc2, decay, beta1, beta2, eps, one):
-    """One AdamW update in float32: returns the new (param, m, v). Shared by `AdamW`'s whole-tensor and ZeRO-slice updates.
-    Written as PyTorch does, with one division per element: the bias corrections act on scalars."""
+def adamw_math(p, m, v, g, step, decay, hyper):
+    """One AdamW update in float32: returns the new (param, m, v). `step`: (learning rate, 1 - beta1^t, 1 - beta2^t) of
+    this step; `hyper`: (beta1, beta2, eps, 1.0) as float32 tensors. Shared by `AdamW`'s whole-tensor and ZeRO-slice
+    updates. Written as PyTorch does, with one division per element: the bias corrections act on scalars."""
+    (lr, bc1, bc2), (beta1, beta2, eps, one) = step, hyper
     m = beta1 * m + (one - beta1) * g
     v = beta2 * v + (one - beta2) * g * g
     return p - lr * decay * p - (lr / bc1) * m / (ops.sqrt(v) * (one / ops.sqrt(bc2)) + eps), m, v
@@ -41,11 +45,9 @@ def bias_corrections(global_step, beta1, beta2, one):
 
 _adamw_update = ops.MultitypeFuncGraph("adamw_update")
 
-@_adamw_update.register("Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Tensor", "Number",
-                        "Tensor", "Tensor", "Tensor", "Tensor")
-def _update_one(beta1, beta2, eps, lr, bc1, bc2, one, coef, decay, param, m, v, grad):
-    p, m_new, v_new = adamw_math(param.astype(ms.float32), m, v, grad.astype(ms.float32) * coef, lr, bc1, bc2,
-                                 decay, beta1, beta2, eps, one)
+@_adamw_update.register("Tuple", "Tuple", "Tensor", "Number", "Tensor", "Tensor", "Tensor", "Tensor")
+def _update_one(hyper, step, coef, decay, param, m, v, grad):
+    p, m_new, v_new = adamw_math(param.astype(ms.float32), m, v, grad.astype(ms.float32) * coef, step, decay, hyper)
     ops.assign(m, m_new)
     ops.assign(v, v_new)
     ops.assign(param, p.astype(param.dtype))
@@ -67,13 +69,14 @@ class AdamW(nn.Cell):
         self.decay = tuple(float(weight_decay) if len(s) >= 2 else 0.0 for s in shapes)
         self.beta1, self.beta2 = Tensor(beta1, ms.float32), Tensor(beta2, ms.float32)
         self.eps, self.one = Tensor(eps, ms.float32), Tensor(1.0, ms.float32)
+        self.hyper = (self.beta1, self.beta2, self.eps, self.one)
         self.hyper_map = ops.HyperMap()
 
     def construct(self, grads, lr, coef=None):
         coef = self.one if coef is None else coef
         bc1, bc2 = bias_corrections(self.global_step, self.beta1, self.beta2, self.one)
         if self.zero is None:
-            update = ops.partial(_adamw_update, self.beta1, self.beta2, self.eps, lr, bc1, bc2, self.one, coef)
+            update = ops.partial(_adamw_update, self.hyper, (lr, bc1, bc2), coef)
             self.hyper_map(update, self.decay, self.params, self.exp_avg, self.exp_avg_sq, grads)
         else:
             for i in range(len(self.params)):
@@ -85,8 +88,8 @@ class AdamW(nn.Cell):
         "ZeRO: update this rank's slice of parameter i, then write what the parameter holds (the strategy decides)."
         param, m, v, zero = self.params[i], self.exp_avg[i], self.exp_avg_sq[i], self.zero
         g = zero.update_grad(grad.astype(ms.float32), i) * coef
-        p, m_new, v_new = adamw_math(zero.update_param(param.astype(ms.float32), i), m, v, g, lr, bc1, bc2,
-                                     self.decay[i], self.beta1, self.beta2, self.eps, self.one)
+        p, m_new, v_new = adamw_math(zero.update_param(param.astype(ms.float32), i), m, v, g, (lr, bc1, bc2),
+                                     self.decay[i], self.hyper)
         ops.assign(m, m_new)
         ops.assign(v, v_new)
         ops.assign(param, zero.updated(p, i).astype(param.dtype))
@@ -165,12 +168,14 @@ class ApplyStep(nn.Cell):
     buffers. Several ranks (chapter 09a): `grad_reducer` sums whole gradients over ranks, or `norm_reducer` sums the
     squared norms of the slices each rank holds (ZeRO-2/3); either way the buffers then hold sums over ranks. A finite
     step whose global norm is above `spike_threshold` is not applied either (spike skipping; inf, the default: off).
-    Also returned: the norm of gradient `embedding` (the word embedding's, which checkpoint health watches, chapter 06)."""
-    def __init__(self, optimizer, accum, accum_steps, max_grad_norm=1.0, use_clip=True, world_size=1,
-                 grad_reducer=None, norm_reducer=None, embedding=0):
+    Also returned: the norm of gradient `embedding` (the word embedding's, which checkpoint health watches, chapter 06).
+    `micro_batches`: how many micro-batch gradients the buffers sum (accumulation steps x ranks); `max_grad_norm`:
+    the global norm clipped to (None: no clipping)."""
+    def __init__(self, optimizer, accum, micro_batches, max_grad_norm=1.0, grad_reducer=None, norm_reducer=None, embedding=0):
         super().__init__(auto_prefix=False)
         self.optimizer, self.accum, self.grad_reducer, self.norm_reducer = optimizer, accum, grad_reducer, norm_reducer
-        self.denom, self.max_norm, self.use_clip = float(accum_steps * world_size), float(max_grad_norm), use_clip
+        self.denom, self.use_clip = float(micro_batches), max_grad_norm is not None
+        self.max_norm = float(max_grad_norm) if self.use_clip else 0.0
         self.hyper_map, self.embedding = ops.HyperMap(), embedding
         self.spike_threshold = Parameter(Tensor(math.inf, ms.float32), "global_norm_spike_threshold", requires_grad=False)
 
@@ -190,3 +195,19 @@ class ApplyStep(nn.Cell):
             self.optimizer(grads, lr, coef)
         self.hyper_map(ops.assign, self.accum, self.hyper_map(ops.zeros_like, self.accum))
         return norm, finite, embedding_norm
+
+# %% ../nbs/04b_optimizer.ipynb #4b00000c
+@dataclass(frozen=True)
+class StepSettings:
+    "What an optimizer step does besides its gradients: AdamW's betas, eps and weight decay, the global-norm clip (None: off)."
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: Optional[float] = 1.0
+
+    @classmethod
+    def from_config(cls, cfg):
+        "The settings of a run's config: its `optimizer` section and `runner_wrapper`'s clipping."
+        opt, wrap = cfg.optimizer, cfg.runner_wrapper
+        return cls(opt.beta1, opt.beta2, opt.eps, opt.weight_decay, wrap.max_grad_norm if wrap.use_clip_grad else None)

@@ -16,7 +16,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, Linear, RMSNorm, Embedding
-from .optim import AdamW, AccumulateStep, ApplyStep, gradient_buffers
+from .optim import AdamW, StepSettings, AccumulateStep, ApplyStep, gradient_buffers
 from .trainer import embedding_index
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
@@ -268,12 +268,13 @@ def unshard_model(net):
     return net
 
 # %% ../nbs/09a_parallel.ipynb #cc4d3e54
-TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params")
+TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params loss_net rank world_size barrier")
 
-def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, beta1=0.9, beta2=0.95,
-                      eps=1e-8, weight_decay=0.0, max_grad_norm=1.0, use_clip=True, grad_reducer=None):
-    """Optimizer, gradient buffers, accumulate and apply Cells for data parallel (stage 0) or ZeRO stage 1/2/3.
-    `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default: this chapter's `GradAllReduce`)."""
+def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, step=StepSettings(), grad_reducer=None):
+    """Optimizer, gradient buffers, accumulate and apply Cells of `loss_net` for one process, data parallel (stage 0) or
+    ZeRO stage 1/2/3 (with this rank, the world size and a barrier over them, which chapter 05's `Trainer` takes), with
+    chapter 04b's `step` settings. `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default:
+    this chapter's `GradAllReduce`)."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     if zero_stage == 3 and not any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
@@ -281,15 +282,16 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     params = net.trainable_params()
     sliced = _sliced_names(net)
     zero = ZeroShards(full_shapes(net), zero_stage, rank, world_size, [p.name in sliced for p in params]) if zero_stage else None
-    optimizer = AdamW(params, beta1, beta2, eps, weight_decay, zero=zero)
+    optimizer = AdamW(params, step.beta1, step.beta2, step.eps, step.weight_decay, zero=zero)
     accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage >= 2 else None)
     accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage >= 2 else None)
     reducer = grad_reducer or (GradAllReduce(world_size) if world_size > 1 else None)
     sharded = zero_stage >= 2 and world_size > 1  # each rank holds slices: sum the squared norms over ranks
-    apply = ApplyStep(optimizer, accum, accum_steps, max_grad_norm, use_clip, world_size,
+    apply = ApplyStep(optimizer, accum, accum_steps * world_size, step.max_grad_norm,
                       grad_reducer=reducer if zero_stage <= 1 else None, norm_reducer=ops.AllReduce() if sharded else None,
                       embedding=embedding_index(params))
-    return TrainCells(optimizer, accum, accumulate, apply, params)
+    return TrainCells(optimizer, accum, accumulate, apply, params, loss_net, rank, world_size,
+                      functools.partial(barrier, world_size))
 
 # %% ../nbs/09a_parallel.ipynb #8c87a985
 def _bytes(ts): return int(sum(t.nbytes for t in ts))
@@ -382,10 +384,8 @@ def train_cells_from_config(net, loss_net, cfg, rank, world_size):
     plan = parallel_plan(cfg, world_size)
     engine = plan["backend"] == "mindspore"
     reducer = engine_grad_reducer(net.trainable_params(), plan) if engine else None
-    opt, wrap = cfg.optimizer, cfg.runner_wrapper
     return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps,
-                             0 if engine else plan["zero_stage"], rank, world_size, opt.beta1, opt.beta2, opt.eps,
-                             opt.weight_decay, wrap.max_grad_norm, wrap.use_clip_grad, grad_reducer=reducer)
+                             0 if engine else plan["zero_stage"], rank, world_size, StepSettings.from_config(cfg), reducer)
 
 # %% ../nbs/09a_parallel.ipynb #d70ba27f
 def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0,

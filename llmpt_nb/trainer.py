@@ -18,7 +18,7 @@ from fastcore.basics import patch
 from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
 from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import REGISTRY
-from .optim import AccumulateStep, ApplyStep, gradient_buffers, load_state
+from .optim import AccumulateStep, ApplyStep, StepSettings, gradient_buffers, load_state
 from .figures import use_cjk_font
 
 # %% ../nbs/05_train.ipynb #383482cd
@@ -230,23 +230,24 @@ def count_batches(source):
 # %% ../nbs/05_train.ipynb #07b96013
 class Trainer:
     """The one GRAPH_MODE training loop: gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
-    evaluation, checkpoints and exact resume, for any `loss_net(input_ids, labels)` (default: `CausalLMLoss(net)`;
-    chapter 11 gives it an MLM loss). `train_data` is a batched dataset or a list of (input_ids, labels) NumPy pairs, or
-    a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume needs).
-    `references` ({name: loss in nats/token}) are drawn beside the held-out loss; `chars_per_token` gives bits/char.
+    evaluation, checkpoints and exact resume. `train_data` is a batched dataset or a list of (input_ids, labels) NumPy
+    pairs, or a function epoch -> either (so each epoch's shuffle is reproducible from the seed, which exact resume
+    needs); `val_ds` the held-out batches. `cells`: chapter 09a's `TrainCells`, for a loss other than `CausalLMLoss(net)`
+    (chapter 11's MLM loss), several ranks or ZeRO; without them the Trainer builds its own. `baselines` (chapter 02b's):
+    their held-out losses are drawn beside the run's, and evaluations report bits per character. Files go to
+    `cfg.output_dir`; MFU is measured against `context.peak_flops` (null: a matmul peak measured on this machine).
     `callbacks` hook into `fit` (`before_fit`, `after_step`, `on_stop`), run by their `order`: the loss scale (-1), the
     live plot (0), then the checkpoint (1); chapter 09b's `config_callbacks(cfg)` are the ones every run needs."""
-    def __init__(self, net, cfg, train_data, val_ds=None, output_dir=None, callbacks=(), peak_flops=None,
-                 verbose=True, rank=0, world_size=1, cells=None, barrier=None, references=None, chars_per_token=None,
-                 loss_net=None):
+    def __init__(self, net, cfg, train_data, val_ds=None, callbacks=(), verbose=True, cells=None, baselines=None):
         self.net, self.cfg, self.val_ds, self.verbose = net, cfg, val_ds, verbose
         self.train_data = train_data if callable(train_data) else (lambda epoch: train_data)
-        self.rank, self.world_size, self.is_main = rank, world_size, rank == 0
+        self.rank, self.world_size = (cells.rank, cells.world_size) if cells else (0, 1)
+        self.is_main = self.rank == 0
         # barrier(value): waits for every rank and returns the sum of their values (chapter 09a); one process: value
-        self.barrier = barrier or (lambda value=1.0: value)
-        self.output_dir = Path(output_dir or cfg.output_dir)
+        self.barrier = cells.barrier if cells else (lambda value=1.0: value)
+        self.output_dir = Path(cfg.output_dir).expanduser().absolute()
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.loss_net = loss_net or CausalLMLoss(net)
+        self.loss_net = cells.loss_net if cells else CausalLMLoss(net)
         self.accum_steps = cfg.runner_config.gradient_accumulation_steps
         self._build_cells(cells)
         self.spike_threshold = spike_threshold(cfg)
@@ -254,8 +255,9 @@ class Trainer:
         self._plan_steps()
         mc, self.n_params = net.config, count_parameters(net)  # matmul weights: all but an untied input embedding
         self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
-        self.peak_flops, self.peak_source = find_peak_flops(peak_flops)
-        self.references, self.chars_per_token = dict(references or {}), chars_per_token
+        self.peak_flops, self.peak_source = find_peak_flops(cfg.context.get("peak_flops"))
+        self.references = {k: getattr(baselines, k).nats_per_token for k in ("bigram", "unigram")} if baselines else {}
+        self.chars_per_token = baselines.bigram.chars / baselines.bigram.tokens if baselines else None
         self.callbacks = sorted(callbacks, key=lambda c: getattr(c, "order", 0))
         self.history, self.eval_history = [], []
         self.fit_started = time.perf_counter()
@@ -274,13 +276,11 @@ def _build_cells(self: Trainer, cells=None):
         self.params, self.optimizer, self.accum = cells.params, cells.optimizer, cells.accum
         self.accumulate, self.apply = cells.accumulate, cells.apply
         return
-    opt, wrap = self.cfg.optimizer, self.cfg.runner_wrapper
-    self.params = self.net.trainable_params()
-    self.optimizer = REGISTRY.get("optimizer", opt.type)(self.params, opt.beta1, opt.beta2, opt.eps, opt.weight_decay)
+    s, self.params = StepSettings.from_config(self.cfg), self.net.trainable_params()
+    self.optimizer = REGISTRY.get("optimizer", self.cfg.optimizer.type)(self.params, s.beta1, s.beta2, s.eps, s.weight_decay)
     self.accum = gradient_buffers(self.params)
     self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
-    self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, wrap.max_grad_norm, wrap.use_clip_grad,
-                           embedding=embedding_index(self.params))
+    self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, s.max_grad_norm, embedding=embedding_index(self.params))
 
 @patch
 def _plan_steps(self: Trainer):
