@@ -24,7 +24,7 @@ from mindspore.mindrecord import FileWriter
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
+__all__ = ['IGNORE_INDEX', 'PAGE_SIZE', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
            'write_mindrecord', 'stored_columns', 'read_mindrecord', 'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
@@ -156,9 +156,11 @@ def mindrecord_files(path):
 # %% ../nbs/02_data.ipynb #9f11f38a
 def _pow2(x): return 1 << int(np.ceil(np.log2(max(x, 1))))
 
-def _sizes(bytes_per_shard, row_bytes, page_size, shard_num):
+PAGE_SIZE = 1 << 23   # the largest page this package writes: 8 MB
+
+def _sizes(bytes_per_shard, row_bytes, shard_num):
     "MindRecord page and header sizes fitted to the data (its defaults: 32 MB pages, 16 MB header, in every file)."
-    page = int(min(page_size, max(1 << 15, _pow2(max(bytes_per_shard, 2 * row_bytes)))))
+    page = int(min(PAGE_SIZE, max(1 << 15, _pow2(max(bytes_per_shard, 2 * row_bytes)))))
     pages = -(-bytes_per_shard // page) + 1                      # ~1 KB of header per page, both page kinds
     return page, int(min(1 << 24, max(1 << 16, _pow2(1024 * (2 * pages + 8) + 64 * shard_num))))
 
@@ -215,7 +217,7 @@ class MindRecordWriter:
     so this bounds the memory of a set of any size). `row_multiple`: the row count is cut to a multiple of it (the last
     rows dropped); `max_bytes`: an upper bound of the data, for MindRecord's page and header sizes."""
     def __init__(self, path, row_length, columns=('input_ids', 'labels'), shard_num=1, overwrite=False, row_multiple=1,
-                 max_bytes=1 << 34, page_size=1 << 23, file_rows=None):
+                 max_bytes=1 << 34, file_rows=None):
         path = self.path = Path(path)
         if path.is_dir(): raise IsADirectoryError(f"{path} is a folder: pass a file path inside it, e.g. {path / 'train.mindrecord'}")
         if isinstance(shard_num, bool) or not isinstance(shard_num, (int, np.integer)) or shard_num < 1:
@@ -226,7 +228,7 @@ class MindRecordWriter:
                                   f"{path.name}, or choose another path")
         self.columns, self.length, self.multiple, self.shard_num = list(columns), int(row_length), row_multiple, shard_num
         self.file_rows, row_bytes = file_rows, self.length * 4 * len(self.columns)
-        self.sizes = _sizes(min(max_bytes // shard_num, (file_rows or 1 << 40) * row_bytes), row_bytes, page_size, 1)
+        self.sizes = _sizes(min(max_bytes // shard_num, (file_rows or 1 << 40) * row_bytes), row_bytes, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.work = Path(tempfile.mkdtemp(prefix=f'.{path.name}.', dir=path.parent))
         self.rows, self.held, self.done, self.group = 0, [], [], []
@@ -329,14 +331,13 @@ def commit(self: MindRecordWriter):
     self.abort()
     return mindrecord_files(self.path)
 
-def write_mindrecord(rows, path, shard_num=1, overwrite=False, page_size=1 << 23):
+def write_mindrecord(rows, path, shard_num=1, overwrite=False):
     "Validate `rows` (column -> int32 [N, L]) and write them atomically as MindRecord at `path`; returns the files."
     cols = _validate_rows(rows)
     n, length = next(iter(cols.values())).shape
     if isinstance(shard_num, bool) or not isinstance(shard_num, (int, np.integer)) or not 1 <= shard_num <= n:
         raise ValueError(f"shard_num must be an int between 1 and the {n} rows, got {shard_num!r}")
-    with MindRecordWriter(path, length, list(cols), shard_num, overwrite, max_bytes=n * length * 4 * len(cols),
-                          page_size=page_size) as w:
+    with MindRecordWriter(path, length, list(cols), shard_num, overwrite, max_bytes=n * length * 4 * len(cols)) as w:
         w.write(cols)
     return w.files
 

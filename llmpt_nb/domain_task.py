@@ -5,11 +5,12 @@
 # %% auto #0
 __all__ = ['FULL_SIZES', 'SMALL_SIZES', 'MODEL_NAMES', 'labelled_reviews', 'split_review_task', 'write_documents',
            'SequenceClassifier', 'ClassificationLoss', 'encode_texts', 'labelled_batches', 'accuracy',
-           'classifier_config', 'train_classifier', 'heldout_mlm_loss', 'mlm_overrides', 'mlm_train_docs',
-           'pretrain_general_then_domain', 'mean_spread', 'domain_experiment', 'results_table']
+           'classifier_config', 'ClassifierSettings', 'train_classifier', 'heldout_mlm_loss', 'mlm_overrides',
+           'mlm_train_docs', 'pretrain_general_then_domain', 'mean_spread', 'domain_experiment', 'results_table']
 
 # %% ../nbs/11a_domain_task.ipynb #e8d6a6fb
 import json, time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
@@ -23,6 +24,7 @@ from .pipeline import resolve_config
 from .run import config_callbacks
 from .weights import load_hf_model
 from .continued import (IGNORE_INDEX, reviews_folder, load_domain_documents, make_tiny_roberta,
+                                TinyRoberta,
                                 load_checkpoint_tokenizer, check_tokenizer, chunk_documents, fixed_eval_set,
                                 MaskedLMLoss, continue_pretrain)
 
@@ -147,21 +149,32 @@ def classifier_config(out, seed, steps, batch_size=32, learning_rate=5e-4, confi
                                    f"callbacks.save_checkpoint_steps={10 ** 9}", "context.enable_graph_kernel=false"])
 
 
-def train_classifier(src, split, seed, out, steps=100, batch_size=32, learning_rate=5e-4, seq_length=64, dropout=0.1,
-                     pooling="mean", verbose=False):
+@dataclass(frozen=True)
+class ClassifierSettings:
+    "How a classifier is fine-tuned: optimizer steps, batch size, learning rate, longest input, dropout, pooling."
+    steps: int = 100
+    batch_size: int = 32
+    learning_rate: float = 5e-4
+    seq_length: int = 64
+    dropout: float = 0.1
+    pooling: str = "mean"
+
+
+def train_classifier(src, split, seed, out, settings=ClassifierSettings(), verbose=False):
     """Fine-tune the encoder in the Hugging Face folder `src` (+ a new head) on `split.train` through chapter 05's
     Trainer; returns held-out accuracy and loss on `split.test`. `seed` fixes the head, the dropout and the shuffle."""
     t0 = time.time()
-    cfg = classifier_config(out, seed, steps, batch_size, learning_rate)
+    s = settings
+    cfg = classifier_config(out, seed, s.steps, s.batch_size, s.learning_rate)
     set_context(cfg.context, seed, cfg.amp_level)                     # GRAPH_MODE; seeds MindSpore and NumPy
     net, _ = load_hf_model(src)
     tok = load_checkpoint_tokenizer(src)
-    seq = min(seq_length, net.config.seq_length)
-    model = SequenceClassifier(net.roberta, net.config, 2, dropout, pooling)
+    seq = min(s.seq_length, net.config.seq_length)
+    model = SequenceClassifier(net.roberta, net.config, 2, s.dropout, s.pooling)
     ids = {k: encode_texts(tok, getattr(split, k)[0], seq) for k in ("train", "test")}
-    train = lambda epoch: labelled_batches(ids["train"], split.train[1], batch_size, tok.pad_token_id,
+    train = lambda epoch: labelled_batches(ids["train"], split.train[1], s.batch_size, tok.pad_token_id,
                                            np.random.default_rng([seed, epoch]))
-    test = labelled_batches(ids["test"], split.test[1], batch_size, tok.pad_token_id, drop_last=False)
+    test = labelled_batches(ids["test"], split.test[1], s.batch_size, tok.pad_token_id, drop_last=False)
     cells = train_cells_from_config(model, ClassificationLoss(model), cfg, 0, 1)     # chapter 09a's, one process
     trainer = Trainer(model, cfg, train, test, config_callbacks(cfg), verbose, cells)
     history = trainer.fit()
@@ -223,8 +236,8 @@ def pretrain_general_then_domain(out, split, sizes, seed=0, verbose=False):
     domain_dir = write_documents(split.mlm, out / "corpora" / "reviews_mlm" / "reviews.txt")
     g_train, g_val = mlm_train_docs("default", sizes["general_documents"], seed, cfg)
     d_train, d_val = mlm_train_docs(domain_dir, sizes["domain_documents"], seed, cfg)
-    init = make_tiny_roberta(out / "init", g_train + d_train, seq_length=sizes["seq_length"],
-                             vocab_size=sizes["vocab_size"], seed=seed)
+    init = make_tiny_roberta(out / "init", g_train + d_train,
+                             TinyRoberta(seq_length=sizes["seq_length"], vocab_size=sizes["vocab_size"]), seed=seed)
     tok, net = load_checkpoint_tokenizer(init), load_hf_model(init)[0]
     unk = {name: check_tokenizer(tok, net.config, texts).unk_rate
            for name, texts in [("general_val", g_val), ("review_test", split.test[0])]}
@@ -274,8 +287,9 @@ def domain_experiment(out, sizes=None, verbose=False, say=print):
     runs = {name: [] for name in models}
     for seed in sizes["seeds"]:
         for name, src in models.items():
-            r = train_classifier(src, split, seed, out / "classifier" / f"{name}_seed{seed}", sizes["classifier_steps"],
-                                 sizes["classifier_batch_size"], sizes["classifier_lr"], sizes["seq_length"])
+            settings = ClassifierSettings(sizes["classifier_steps"], sizes["classifier_batch_size"], sizes["classifier_lr"],
+                                          sizes["seq_length"])
+            r = train_classifier(src, split, seed, out / "classifier" / f"{name}_seed{seed}", settings)
             runs[name].append(r)
             say(f"seed {seed} {name:8s} accuracy {r['accuracy']:.3f} (test loss {r['test_loss']:.3f}, {r['seconds']:.0f} s)")
     return dict(sizes=sizes, vocab=run.vocab, unk_rate=run.unk,

@@ -54,9 +54,9 @@ def test_reviews_corpus_and_char_vocab():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     pytest.importorskip("transformers")
-    from llmpt_nb.continued import make_tiny_roberta
+    from llmpt_nb.continued import TinyRoberta, make_tiny_roberta
     docs = load_domain_documents("reviews", max_documents=800, seed=0)
-    folder = make_tiny_roberta(tmp_path_factory.mktemp("init") / "roberta", docs, seq_length=32)
+    folder = make_tiny_roberta(tmp_path_factory.mktemp("init") / "roberta", docs, TinyRoberta(seq_length=32))
     return folder, docs
 
 
@@ -72,14 +72,14 @@ def test_chunks_are_whole_sentences(tiny):
 
 
 def test_tokenizer_checks(tiny, tmp_path):
-    from llmpt_nb.continued import load_checkpoint_tokenizer, check_tokenizer, make_tiny_roberta
+    from llmpt_nb.continued import load_checkpoint_tokenizer, check_tokenizer, make_tiny_roberta, TinyRoberta
     from llmpt_nb.weights import load_hf_model
     folder, docs = tiny
     net, _ = load_hf_model(folder)
     tok = load_checkpoint_tokenizer(folder)
     report = check_tokenizer(tok, net.config, docs[700:800])
     assert report.n_lines == 100 and report.unk_rate < 0.05 and "round trip" in str(report)
-    other = make_tiny_roberta(tmp_path / "other", docs[:100], min_count=1, seq_length=32)
+    other = make_tiny_roberta(tmp_path / "other", docs[:100], TinyRoberta(seq_length=32), min_count=1)
     with pytest.raises(ValueError, match=rf"has {len(load_checkpoint_tokenizer(other))} tokens but the checkpoint's "
                                          rf"config.json says vocab_size {net.config.vocab_size}"):
         check_tokenizer(load_checkpoint_tokenizer(other), net.config, where=str(folder))
@@ -116,9 +116,9 @@ def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):
 
 
 def test_cli_rejects_a_tokenizer_that_disagrees(tiny, tmp_path):
-    from llmpt_nb.continued import make_tiny_roberta
+    from llmpt_nb.continued import TinyRoberta, make_tiny_roberta
     folder, docs = tiny
-    other = make_tiny_roberta(tmp_path / "other", docs[:100], min_count=1, seq_length=32)
+    other = make_tiny_roberta(tmp_path / "other", docs[:100], TinyRoberta(seq_length=32), min_count=1)
     import shutil
     bad = tmp_path / "bad"
     shutil.copytree(folder, bad)

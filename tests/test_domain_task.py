@@ -4,7 +4,7 @@ import json, math, os
 os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np
 from llmpt_nb.continued import load_domain_documents, make_tiny_roberta
-from llmpt_nb.domain_task import labelled_reviews, split_review_task, write_documents, train_classifier
+from llmpt_nb.domain_task import ClassifierSettings, labelled_reviews, split_review_task, write_documents, train_classifier
 
 
 def test_split_keeps_classification_documents_out_of_the_mlm_text(tmp_path):
@@ -28,8 +28,8 @@ def test_split_keeps_classification_documents_out_of_the_mlm_text(tmp_path):
 
 def test_classifier_trains_through_trainer_and_beats_chance(tmp_path):
     split = split_review_task(200, 100, seed=1)
-    src = make_tiny_roberta(tmp_path / "init", split.mlm[:3000], seq_length=64, seed=0)
-    r = train_classifier(src, split, seed=0, out=tmp_path / "clf", steps=60, batch_size=32, learning_rate=1e-3)
+    src = make_tiny_roberta(tmp_path / "init", split.mlm[:3000], seed=0)
+    r = train_classifier(src, split, seed=0, out=tmp_path / "clf", settings=ClassifierSettings(steps=60, learning_rate=1e-3))
     assert r["steps"] == 60 and r["test_examples"] == 200
     metrics = [json.loads(l) for l in (tmp_path / "clf" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics if "loss" in m] == list(range(1, 61))        # the Trainer's own log
