@@ -151,7 +151,8 @@ def classifier_config(out, seed, steps, batch_size=32, learning_rate=5e-4, confi
 
 @dataclass(frozen=True)
 class ClassifierSettings:
-    "How a classifier is fine-tuned: optimizer steps, batch size, learning rate, longest input, dropout, pooling."
+    """How `train_classifier` fine-tunes: optimizer steps, batch size, learning rate, the longest input in tokens,
+    the dropout before the head and how the head pools the tokens (`SequenceClassifier`)."""
     steps: int = 100
     batch_size: int = 32
     learning_rate: float = 5e-4

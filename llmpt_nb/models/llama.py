@@ -20,8 +20,16 @@ from ..attention import causal_mask, rope_frequencies, rotate_half_matrix, apply
 # %% ../../nbs/03_model.ipynb #edbd7092
 DTYPES = {"float32": ms.float32, "float16": ms.float16, "bfloat16": ms.bfloat16}
 
+@dataclass
 class ModelConfig:
-    "What every model config shares: dtype checks, head size, and conversion from/to a config section."
+    """What every model config shares: the initialisers' standard deviation, the dtypes (chapter 08) and their check,
+    head size, and conversion from/to a config section. Its fields come first in every model config's `fields()`."""
+    initializer_range: float = 0.02
+    compute_dtype: str = "float32"
+    layernorm_compute_type: str = "float32"
+    softmax_compute_type: str = "float32"
+    param_init_type: str = "float32"
+
     def check_dtypes(self):
         for name in ("compute_dtype", "layernorm_compute_type", "softmax_compute_type", "param_init_type"):
             if getattr(self, name) not in DTYPES:
@@ -63,11 +71,6 @@ class LlamaConfig(ModelConfig):
     qkv_has_bias: bool = False             # biases on q/k/v projections (Qwen2 / Qwen2.5)
     qk_layernorm: bool = False             # RMSNorm on each head's query and key before RoPE (Qwen3)
     tie_word_embeddings: bool = False
-    initializer_range: float = 0.02
-    compute_dtype: str = "float32"
-    layernorm_compute_type: str = "float32"
-    softmax_compute_type: str = "float32"
-    param_init_type: str = "float32"
 
     def __post_init__(self):
         self.n_kv_heads = self.n_kv_heads or self.num_heads

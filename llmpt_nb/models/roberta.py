@@ -38,11 +38,6 @@ class EncoderConfig(ModelConfig):
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     tie_word_embeddings: bool = True
-    initializer_range: float = 0.02
-    compute_dtype: str = "float32"
-    layernorm_compute_type: str = "float32"
-    softmax_compute_type: str = "float32"
-    param_init_type: str = "float32"
 
     def __post_init__(self):
         if self.model_type not in ("roberta", "bert"):
