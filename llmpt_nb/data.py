@@ -25,7 +25,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'PAGE_SIZE', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
-           'write_mindrecord', 'stored_columns', 'read_mindrecord', 'check_shards']
+           'write_mindrecord', 'stored_columns', 'read_mindrecord', 'batches_of', 'count_batches', 'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
 IGNORE_INDEX = -100   # a label that is not scored: padding here, and (chapter 11) the tokens MLM does not predict
@@ -387,6 +387,17 @@ def read_mindrecord(path, batch_size=None, num_shards=None, shard_id=None, shuff
         dataset = dataset.map(_with_labels(pad_id), input_columns=['input_ids'], output_columns=['input_ids', 'labels'])
         dataset = dataset.project(list(columns))
     return dataset
+
+# %% ../nbs/02_data.ipynb #02000b01
+def batches_of(source):
+    "The (input_ids, labels) NumPy pairs of a batched MindSpore dataset, or of any iterable of such pairs."
+    if hasattr(source, "create_tuple_iterator"):
+        return source.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    return iter(source)
+
+
+def count_batches(source):
+    return source.get_dataset_size() if hasattr(source, "get_dataset_size") else len(source)
 
 # %% ../nbs/02_data.ipynb #3fad1c55
 def _row_digests(dataset):

@@ -5,7 +5,7 @@ steps, and the two GRAPH_MODE cells of one step: gradients added over micro-batc
 
 # %% auto #0
 __all__ = ['warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'load_state', 'gradient_buffers', 'AccumulateStep',
-           'ApplyStep', 'StepSettings']
+           'ApplyStep', 'embedding_index', 'StepSettings']
 
 # %% ../nbs/04b_optimizer.ipynb #4b000005
 import math
@@ -197,6 +197,11 @@ class ApplyStep(nn.Cell):
         return norm, finite, embedding_norm
 
 # %% ../nbs/04b_optimizer.ipynb #4b00000c
+def embedding_index(params):
+    "Position of the word-embedding matrix among `params` (LLaMA's `embed_tokens`, BERT's `word_embeddings`), else 0."
+    return next((i for i, p in enumerate(params) if p.name.endswith(("embed_tokens.weight", "word_embeddings.weight"))), 0)
+
+
 @dataclass(frozen=True)
 class StepSettings:
     "What an optimizer step does besides its gradients: AdamW's betas, eps and weight decay, the global-norm clip (None: off)."

@@ -17,7 +17,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, Linear, RMSNorm, Embedding
 from .optim import AdamW, StepSettings, AccumulateStep, ApplyStep, gradient_buffers
-from .trainer import embedding_index
+from .optim import embedding_index
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
 def under_msrun():

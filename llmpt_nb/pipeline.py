@@ -20,12 +20,12 @@ from .registry import REGISTRY
 from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size, TOKENIZER_FILES
 from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
-from .data import read_mindrecord
+from .data import batches_of, read_mindrecord
 from .prepare import (PrepareSettings, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data)
 from .models.llama import CausalLMLoss, generate, count_parameters
-from .trainer import Trainer, LivePlot, batches_of
+from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
 from .amp import apply_amp_level, estimate_memory, llama_params

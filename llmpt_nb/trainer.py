@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['cache_dir', 'set_context', 'flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'peak_cache_file',
-           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'batches_of',
-           'count_batches', 'Trainer', 'embedding_index', 'format_eval', 'spike_threshold']
+           'find_peak_flops', 'format_record', 'plot_losses', 'LivePlot', 'StopRequested', 'GracefulStop', 'Trainer',
+           'format_eval', 'spike_threshold']
 
 # %% ../nbs/05_train.ipynb #497037e1
 import json, logging, math, os, platform, resource, signal, sys, threading, time
@@ -18,7 +18,8 @@ from fastcore.basics import patch
 from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
 from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import REGISTRY
-from .optim import AccumulateStep, ApplyStep, StepSettings, gradient_buffers, load_state
+from .data import batches_of, count_batches
+from .optim import AccumulateStep, ApplyStep, StepSettings, embedding_index, gradient_buffers, load_state
 from .figures import use_cjk_font
 
 # %% ../nbs/05_train.ipynb #383482cd
@@ -216,17 +217,6 @@ class GracefulStop:
         self.restore()
 
 
-# %% ../nbs/05_train.ipynb #6e6c834c
-def batches_of(source):
-    "The (input_ids, labels) NumPy pairs of a batched MindSpore dataset, or of any iterable of such pairs."
-    if hasattr(source, "create_tuple_iterator"):
-        return source.create_tuple_iterator(num_epochs=1, output_numpy=True)
-    return iter(source)
-
-
-def count_batches(source):
-    return source.get_dataset_size() if hasattr(source, "get_dataset_size") else len(source)
-
 # %% ../nbs/05_train.ipynb #07b96013
 class Trainer:
     """The one GRAPH_MODE training loop: gradient accumulation, AdamW, warmup+cosine, clipping, dynamic loss scaling,
@@ -265,10 +255,6 @@ class Trainer:
                           loss_scale=float(cfg.runner_wrapper.scale_sense.loss_scale_value))
 
 # %% ../nbs/05_train.ipynb #e6e73d94
-def embedding_index(params):
-    "Position of the word-embedding matrix among `params` (LLaMA's `embed_tokens`, BERT's `word_embeddings`), else 0."
-    return next((i for i, p in enumerate(params) if p.name.endswith(("embed_tokens.weight", "word_embeddings.weight"))), 0)
-
 @patch
 def _build_cells(self: Trainer, cells=None):
     "The two compiled cells (accumulate, apply) with their optimizer and buffers; `cells` from chapter 09a for ranks."
@@ -498,9 +484,8 @@ def _loop(self: Trainer, batches, bar, stop):
 # %% ../nbs/05_train.ipynb #05000002
 @patch
 def state_dict(self: Trainer, moments=True):
-    """What the next step depends on: 'tensors', {name: Parameter} of the weights and the optimizer's state
-    (`moments=False`: without the moments, which ZeRO saves per rank), 'progress' (a copy of `state`) and the
-    logged 'history' and 'eval_history'."""
+    """What the next step depends on: 'tensors' ({name: Parameter} of the weights and the optimizer's state; without the
+    moments if `moments=False`: ZeRO saves them per rank), 'progress' (a copy of `state`) and the logged histories."""
     weights = {p.name: p for p in self.net.get_parameters()}
     return {"tensors": {**weights, **self.optimizer.state_dict(moments)}, "progress": dict(self.state),
             "history": list(self.history), "eval_history": list(self.eval_history)}
@@ -509,8 +494,6 @@ def state_dict(self: Trainer, moments=True):
 def load_state_dict(self: Trainer, state, moments=True, where=""):
     """Restore the parts of `state_dict(moments)` that `state` holds: the tensors with `load_state`'s checks, the
     progress (a key the saved state lacks keeps its value) and the histories."""
-    if "tensors" in state:
-        load_state(self.state_dict(moments)["tensors"].values(), state["tensors"], where)
+    if "tensors" in state: load_state(self.state_dict(moments)["tensors"].values(), state["tensors"], where)
     self.state.update({k: v for k, v in state.get("progress", {}).items() if k in self.state})
-    self.history = list(state.get("history", self.history))
-    self.eval_history = list(state.get("eval_history", self.eval_history))
+    self.history, self.eval_history = (list(state.get(k, getattr(self, k))) for k in ("history", "eval_history"))
