@@ -24,9 +24,9 @@ import zstandard
 # %% auto #0
 __all__ = ['COMPRESSED', 'FORMATS', 'TABLES', 'SENSITIVE_CHOICES', 'SENSITIVE_RULES', 'default_corpus_file', 'read_people_daily',
            'corpus_format', 'corpus_files', 'iter_documents', 'load_corpus', 'blend_entries', 'iter_blend',
-           'sensitive_spans', 'mask_sensitive', 'read_masking_set', 'gold_spans', 'masking_scores', 'digest',
-           'SeenDigests', 'clean_document', 'iter_clean', 'clean_documents', 'split_sentences', 'chunk_document',
-           'split_train_val', 'heldout_document', 'split_documents']
+           'sensitive_spans', 'mask_spans', 'mask_sensitive', 'digest', 'SeenDigests', 'clean_document', 'iter_clean',
+           'clean_documents', 'split_sentences', 'chunk_document', 'split_train_val', 'heldout_document',
+           'split_documents']
 
 # %% ../nbs/01_corpus.ipynb #81ff7819
 def default_corpus_file():
@@ -345,7 +345,7 @@ def sensitive_spans(text):
                 found.append((m.start(), m.end(), rule))
     return sorted(found)
 
-def _masked(text, spans):
+def mask_spans(text, spans):
     "`text` with each (start, end, rule) of `spans` replaced by its rule's placeholder."
     out, last = [], 0
     for start, end, rule in spans:
@@ -358,46 +358,7 @@ def mask_sensitive(text, counts=None):
     `counts` (a Counter) counts them by rule."""
     spans = sensitive_spans(text)
     if counts is not None: counts.update(rule for *_, rule in spans)
-    return _masked(text, spans)
-
-# %% ../nbs/01_corpus.ipynb #d66e4a61
-_PLACEHOLDER = re.compile('(' + '|'.join(re.escape(p) for _, p, _ in SENSITIVE_RULES.values()) + ')')
-
-def read_masking_set(path):
-    """(line, expected) pairs of a labelled file: `line<TAB>expected`, the line as it should be masked, or the line
-    alone when nothing in it is sensitive; empty lines and lines starting with # are skipped."""
-    rows = []
-    for raw in Path(path).read_text(encoding='utf-8').splitlines():
-        if not raw.strip() or raw.startswith('#'): continue
-        line, tab, expected = raw.partition('\t')
-        rows.append((line, expected if tab else line))
-    return rows
-
-def gold_spans(line, expected):
-    """(start, end, rule) of each placeholder of `expected` in `line`: the characters it stands for. The text around
-    the placeholders must be the line's own, and where they are must not be ambiguous."""
-    rule_of = {p: rule for rule, (_, p, _) in SENSITIVE_RULES.items()}
-    parts, found = _PLACEHOLDER.split(expected), []
-    for item in ('(.+?)', '(.+)'):   # the shortest and the longest reading must agree
-        m = re.fullmatch(re.escape(parts[0]) + ''.join(item + re.escape(t) for t in parts[2::2]), line, re.S)
-        if m is None: raise ValueError(f'{expected!r} is not a masking of {line!r}')
-        found.append([(m.start(i), m.end(i), rule_of[p]) for i, p in enumerate(parts[1::2], 1)])
-    if found[0] != found[1]: raise ValueError(f'where the placeholders of {expected!r} are in {line!r} is ambiguous')
-    return found[0]
-
-def masking_scores(rows, spans=sensitive_spans):
-    """Precision and recall of `spans` (text -> (start, end, rule) list) on labelled (line, expected) pairs, counted per
-    item: each placeholder of `expected` is one item, and a span found is right only if an item has exactly its
-    characters and rule. precision = right / found, recall = right / items; `wrong` lists each line not masked as
-    expected, as (line, masked, expected)."""
-    items = found = right = 0
-    wrong = []
-    for line, expected in rows:
-        want, got = set(gold_spans(line, expected)), set(spans(line))
-        items, found, right = items + len(want), found + len(got), right + len(want & got)
-        if want != got: wrong.append((line, _masked(line, sorted(got)), expected))
-    return dict(precision=right / max(found, 1), recall=right / max(items, 1), items=items, found=found, right=right,
-                wrong=wrong)
+    return mask_spans(text, spans)
 
 # %% ../nbs/01_corpus.ipynb #85811290
 _SCRIPT = re.compile(r'<(script|style)\b[^>]*>.*?</\1\s*>', re.I | re.S)

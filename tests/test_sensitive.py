@@ -12,7 +12,8 @@ a wrong span and a missed item.
 from collections import Counter
 import pytest
 from conftest import ROOT
-from llmpt_nb.corpus import SENSITIVE_RULES, gold_spans, mask_sensitive, masking_scores, read_masking_set
+from llmpt_nb.corpus import SENSITIVE_RULES, mask_sensitive
+from llmpt_nb.sensitive_scores import gold_spans, masking_scores, read_masking_set
 
 LABELLED = ROOT / "tests" / "fixtures" / "sensitive_lines.tsv"
 
