@@ -831,6 +831,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'llmpt_nb.optim.embedding_index': ('optimizer.html#embedding_index', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim.gradient_buffers': ('optimizer.html#gradient_buffers', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim.load_state': ('optimizer.html#load_state', 'llmpt_nb/optim.py'),
+                                'llmpt_nb.optim.make_optimizer': ('optimizer.html#make_optimizer', 'llmpt_nb/optim.py'),
                                 'llmpt_nb.optim.warmup_cosine_lr': ('optimizer.html#warmup_cosine_lr', 'llmpt_nb/optim.py')},
             'llmpt_nb.parallel': { 'llmpt_nb.parallel.GatherShard': ('parallel.html#gathershard', 'llmpt_nb/parallel.py'),
                                    'llmpt_nb.parallel.GatherShard.__init__': ('parallel.html#gathershard.__init__', 'llmpt_nb/parallel.py'),

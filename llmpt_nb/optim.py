@@ -5,7 +5,7 @@ steps, and the two GRAPH_MODE cells of one step: gradients added over micro-batc
 
 # %% auto #0
 __all__ = ['warmup_cosine_lr', 'adamw_math', 'bias_corrections', 'AdamW', 'load_state', 'gradient_buffers', 'AccumulateStep',
-           'ApplyStep', 'embedding_index', 'StepSettings']
+           'ApplyStep', 'embedding_index', 'StepSettings', 'make_optimizer']
 
 # %% ../nbs/04b_optimizer.ipynb #4b000005
 import math
@@ -15,7 +15,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from fastcore.basics import patch
-from .registry import register
+from .registry import REGISTRY, register
 
 # %% ../nbs/04b_optimizer.ipynb #b2d35786
 @register("lr_schedule", "CosineWithWarmUpLR")
@@ -204,7 +204,9 @@ def embedding_index(params):
 
 @dataclass(frozen=True)
 class StepSettings:
-    "What an optimizer step does besides its gradients: AdamW's betas, eps and weight decay, the global-norm clip (None: off)."
+    """What an optimizer step does besides its gradients: the registered `optimizer` (chapter 02d) with its betas, eps
+    and weight decay, and the global-norm clip (None: off)."""
+    optimizer: str = "AdamW"
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
@@ -215,4 +217,10 @@ class StepSettings:
     def from_config(cls, cfg):
         "The settings of a run's config: its `optimizer` section and `runner_wrapper`'s clipping."
         opt, wrap = cfg.optimizer, cfg.runner_wrapper
-        return cls(opt.beta1, opt.beta2, opt.eps, opt.weight_decay, wrap.max_grad_norm if wrap.use_clip_grad else None)
+        return cls(opt.type, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, wrap.max_grad_norm if wrap.use_clip_grad else None)
+
+# %% ../nbs/04b_optimizer.ipynb #4b00000d
+def make_optimizer(params, step, zero=None):
+    "`step.optimizer` from the registry over `params`, with `step`'s settings (`zero`: chapter 09a's ZeRO strategy)."
+    make = REGISTRY.get("optimizer", step.optimizer)
+    return make(params, step.beta1, step.beta2, step.eps, step.weight_decay, **({"zero": zero} if zero is not None else {}))

@@ -16,7 +16,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, Linear, RMSNorm, Embedding
-from .optim import AdamW, StepSettings, AccumulateStep, ApplyStep, gradient_buffers
+from .optim import StepSettings, make_optimizer, AccumulateStep, ApplyStep, gradient_buffers
 from .optim import embedding_index
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
@@ -282,7 +282,7 @@ def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_si
     params = net.trainable_params()
     sliced = _sliced_names(net)
     zero = ZeroShards(full_shapes(net), zero_stage, rank, world_size, [p.name in sliced for p in params]) if zero_stage else None
-    optimizer = AdamW(params, step.beta1, step.beta2, step.eps, step.weight_decay, zero=zero)
+    optimizer = make_optimizer(params, step, zero)
     accum = gradient_buffers(params, [(c,) for c in zero.chunk] if zero_stage >= 2 else None)
     accumulate = AccumulateStep(loss_net, params, accum, zero if zero_stage >= 2 else None)
     reducer = grad_reducer or (GradAllReduce(world_size) if world_size > 1 else None)

@@ -19,7 +19,8 @@ from tqdm import tqdm   # a bar in a terminal; off where the output is not one (
 from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import REGISTRY
 from .data import batches_of, count_batches
-from .optim import AccumulateStep, ApplyStep, StepSettings, embedding_index, gradient_buffers, load_state
+from .optim import (AccumulateStep, ApplyStep, StepSettings, embedding_index, gradient_buffers, load_state,
+                            make_optimizer)
 from .figures import use_cjk_font
 
 # %% ../nbs/05_train.ipynb #383482cd
@@ -263,7 +264,7 @@ def _build_cells(self: Trainer, cells=None):
         self.accumulate, self.apply = cells.accumulate, cells.apply
         return
     s, self.params = StepSettings.from_config(self.cfg), self.net.trainable_params()
-    self.optimizer = REGISTRY.get("optimizer", self.cfg.optimizer.type)(self.params, s.beta1, s.beta2, s.eps, s.weight_decay)
+    self.optimizer = make_optimizer(self.params, s)
     self.accum = gradient_buffers(self.params)
     self.accumulate = AccumulateStep(self.loss_net, self.params, self.accum)
     self.apply = ApplyStep(self.optimizer, self.accum, self.accum_steps, s.max_grad_norm, embedding=embedding_index(self.params))
