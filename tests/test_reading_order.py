@@ -20,7 +20,7 @@ def cells(stem): return json.loads((NBS / f"{stem}.ipynb").read_text(encoding="u
 
 
 # the chapters the book treats as reference, not lessons: a tool to look up (the index lists them under `### Reference`)
-REFERENCE = {"04a_import_config", "06a_testing", "10a_cli", "10b_api"}
+REFERENCE = {"04_mindformers_keys", "04a_import_config", "06a_testing", "10a_cli", "10b_api"}
 
 
 def order_section():
