@@ -319,7 +319,8 @@ def launch(command, workers=2, log_dir=None, timeout=None, echo=0, env=None, com
     task = task_command(command, env)
     if nodes.master_port is None:
         if nodes.local_workers not in (None, workers):
-            raise ValueError("a job over several machines needs the same master_port on each: pass master_port")
+            raise ValueError("a job over several machines needs the same master_port on each: pass it "
+                             "(nodes=Nodes(master_port=...), --master-port)")
         nodes = replace(nodes, master_port=free_port())
     log_dir = _fresh_log_dir(log_dir)
     env["LLMPT_LAUNCH_DIR"] = str(log_dir / ".pids")
