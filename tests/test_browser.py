@@ -627,7 +627,7 @@ return Array.from(art.querySelectorAll('.clipboard-copy-txt')).map(e => e.textCo
 """
 
 
-@pytest.mark.parametrize("stem", ["glossary", "04a_import_config", "07_weights", "09_launch"])
+@pytest.mark.parametrize("stem", ["glossary", "04_mindformers_keys", "07_weights", "09_launch"])
 def test_the_copy_button_copies_the_code_shown(browser, site_url, evidence, stem):
     """The copy button of a code cell copies its hidden source text (`clipboard.writeText(node.textContent)`): after
     MathJax has typeset the page, that text is still the cell's source, `\\[`, `\\(` and `$..$` included (MathJax once
