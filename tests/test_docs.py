@@ -2,11 +2,12 @@
 import html, json, re
 import pytest
 from conftest import ROOT, docs_hooks
+from test_reading_order import reference_chapters
 
 PAGES = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 CHAPTERS = [p for p in PAGES if p.name[0].isdigit()]
 GUIDES = ["glossary", "from_mindformers"]
-REFERENCE = ["04_mindformers_keys", "04a_import_config", "06a_testing", "10a_cli", "10b_api"]   # the index's `### Reference` chapters
+REFERENCE = reference_chapters()   # the index's `### Reference` chapters, in its order
 LESSONS = [p for p in CHAPTERS if p.stem not in REFERENCE]
 
 
