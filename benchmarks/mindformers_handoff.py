@@ -56,7 +56,8 @@ def expected(run, handoff):
     "What the hand-off must hold, from the run, with this project's code (its own MindSpore)."
     import numpy as np
     from llmpt_nb.handoff import read_run
-    from llmpt_nb.weights import load_ms_checkpoint, parameter_arrays, to_mindformers
+    from llmpt_nb.weights import parameter_arrays, to_mindformers
+    from llmpt_nb.convert import load_ms_checkpoint
     from llmpt_nb.data import read_mindrecord
     parts = read_run(run)
     cfg, mc = parts["cfg"], parts["cfg"].model.model_config

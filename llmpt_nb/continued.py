@@ -26,7 +26,9 @@ from .atomic import atomic_write_text
 from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
 from .pipeline import resolve_config
 from .run import Job, run_job, config_callbacks
-from .weights import load_hf_model, export_hf, save_ms_checkpoint, hf_model, hf_logits, our_logits
+from .weights import load_hf_model, export_hf
+from .convert import save_ms_checkpoint
+from .testing import hf_model, hf_logits, our_logits
 from .testing import import_transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4

@@ -307,7 +307,7 @@ def keep_run(run, dest):
     of its newest healthy checkpoint as `checkpoint/model.ckpt` (no optimizer state); returns that file, which
     `load_generator` and `llmpt generate` take. RUNNING_EXAMPLE is chapter 10's full default run, kept so."""
     from llmpt_nb.pipeline import model_at
-    from llmpt_nb.weights import save_ms_checkpoint
+    from llmpt_nb.convert import save_ms_checkpoint
     run, dest = Path(run).absolute(), Path(dest)
     net, _, weights = model_at(run, "run", healthy=True)
     (dest / "checkpoint").mkdir(parents=True, exist_ok=True)

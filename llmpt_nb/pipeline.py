@@ -173,7 +173,8 @@ def model_at(path, what="load_checkpoint", healthy=False):
     """(net, MappingTable, the weights' path) of a Hugging Face LLaMA folder, an llmpt_nb .ckpt or .safetensors, or a run
     folder: its newest complete checkpoint (with `healthy`, its newest healthy one when it has one). `what` names the
     path in errors."""
-    from llmpt_nb.weights import load_hf_model, load_ms_checkpoint  # chapter 07
+    from llmpt_nb.weights import load_hf_model  # chapter 07
+    from llmpt_nb.convert import load_ms_checkpoint  # chapter 07a
     p = Path(path).expanduser()
     if p.is_dir() and not (p / "config.json").is_file() and (p / "checkpoint").is_dir():  # an llmpt_nb run folder
         found = (latest_checkpoint(p / "checkpoint", healthy=True) if healthy else None) or latest_checkpoint(p / "checkpoint")

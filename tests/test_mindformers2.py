@@ -25,7 +25,8 @@ def run_checkpoint(tmp_path_factory):
 def test_mindformers2_folder_reads_back_with_transformers(run_checkpoint, tmp_path, env):
     import torch
     from llmpt_nb.convert import VERIFY_SENTENCES, compare_logits, VERIFY_RULES, rule_failures
-    from llmpt_nb.weights import load_ms_checkpoint, our_logits
+    from llmpt_nb.convert import load_ms_checkpoint
+    from llmpt_nb.testing import our_logits
     ckpt, tok = run_checkpoint
     out = tmp_path / "mf2"
     r = llmpt("convert-weights", "--from", "ms", "--to", "mindformers2", ckpt, out, env=env)

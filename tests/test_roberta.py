@@ -7,8 +7,10 @@ import pytest
 import mindspore as ms
 from mindspore import Tensor
 from llmpt_nb.models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM, roberta_position_ids
-from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, our_logits, parameter_arrays,
-                              save_ms_checkpoint, load_ms_checkpoint, save_safetensors)
+from llmpt_nb.hf_folder import HFCheckpoint, save_safetensors
+from llmpt_nb.weights import WeightsError, load_hf_model, export_hf, parameter_arrays
+from llmpt_nb.convert import save_ms_checkpoint, load_ms_checkpoint
+from llmpt_nb.testing import our_logits
 from llmpt_nb.testing import damaged_copy
 
 PAD = {"RobertaForMaskedLM": 1, "BertForMaskedLM": 0}
@@ -18,8 +20,8 @@ PAD = {"RobertaForMaskedLM": 1, "BertForMaskedLM": 0}
 def tf():
     transformers = pytest.importorskip("transformers")
     transformers.utils.logging.disable_progress_bar()
-    from llmpt_nb import testing, weights
-    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=weights.hf_model, hf_logits=weights.hf_logits)
+    from llmpt_nb import testing
+    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=testing.hf_model, hf_logits=testing.hf_logits)
 
 
 def batch(arch, seed=0):

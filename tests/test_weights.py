@@ -8,9 +8,10 @@ import pytest
 import mindspore as ms
 from llmpt_nb.cli import build_parser
 from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
-from llmpt_nb.weights import (HFCheckpoint, WeightsError, load_hf_model, export_hf, save_ms_checkpoint,
-                              load_ms_checkpoint, parameter_arrays, our_logits, save_safetensors, to_mindformers)
-from llmpt_nb.convert import convert_weights
+from llmpt_nb.hf_folder import HFCheckpoint, save_safetensors
+from llmpt_nb.weights import WeightsError, load_hf_model, export_hf, parameter_arrays, to_mindformers
+from llmpt_nb.convert import convert_weights, save_ms_checkpoint, load_ms_checkpoint
+from llmpt_nb.testing import our_logits
 from llmpt_nb.testing import damaged_copy
 
 IDS = np.random.default_rng(1).integers(0, 128, (2, 20))
@@ -26,8 +27,8 @@ def tiny_ours(**kw):
 def tf():
     transformers = pytest.importorskip("transformers")
     transformers.utils.logging.disable_progress_bar()
-    from llmpt_nb import convert, testing, weights
-    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=weights.hf_model, hf_logits=weights.hf_logits,
+    from llmpt_nb import convert, testing
+    return SimpleNamespace(tiny_hf_model=testing.tiny_hf_model, hf_model=testing.hf_model, hf_logits=testing.hf_logits,
                            verify_weights=convert.verify_weights)
 
 
