@@ -6,7 +6,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'llmpt_nb.amp.DynamicLossScale.after_step': ('precision.html#dynamiclossscale.after_step', 'llmpt_nb/amp.py'),
                               'llmpt_nb.amp.apply_amp_level': ('precision.html#apply_amp_level', 'llmpt_nb/amp.py'),
                               'llmpt_nb.amp.estimate_memory': ('precision.html#estimate_memory', 'llmpt_nb/amp.py'),
-                              'llmpt_nb.amp.llama_params': ('precision.html#llama_params', 'llmpt_nb/amp.py'),
                               'llmpt_nb.amp.low_precision_dtype': ('precision.html#low_precision_dtype', 'llmpt_nb/amp.py'),
                               'llmpt_nb.amp.measure_setting': ('precision.html#measure_setting', 'llmpt_nb/amp.py'),
                               'llmpt_nb.amp.memory_table': ('precision.html#memory_table', 'llmpt_nb/amp.py')},

@@ -188,13 +188,15 @@ def check_ram(cfg):
     except MemoryError as e:
         return Check("memory", "FAIL", found + ": too little for this config", str(e))
     if need is None:
-        return Check("memory", "OK", found + f"; {cfg.context.device_target} memory is the framework's to check")
+        why = ("chapter 08's estimate is a LLaMA's" if cfg.context.device_target == "CPU" else
+               f"{cfg.context.device_target} memory is the framework's to check")
+        return Check("memory", "OK", found + f"; {why}")
     return Check("memory", "OK", found + f"; this config needs about {_gib(need)} per process (chapter 08's estimate)")
 
 
 def check_disk(cfg):
     from llmpt_nb.run import check_output_dir
-    from llmpt_nb.amp import llama_params
+    from llmpt_nb.models.llama import llama_parameter_count
     try:
         out = check_output_dir(cfg.output_dir)
     except OSError as e:
@@ -204,9 +206,11 @@ def check_disk(cfg):
     while not there.exists(): there = there.parent
     free = shutil.disk_usage(there).free
     keep = cfg.callbacks.get("keep_checkpoint_max", 3) + 1
-    need = 12 * llama_params(cfg.model.model_config) * keep
-    found = (f"output_dir {_short(out)} {'exists' if out.exists() else 'will be created'}; {_gib(free)} free; "
-             f"{keep} checkpoints of this model take {_gib(need)}")
+    mc, need = cfg.model.model_config, 0
+    found = f"output_dir {_short(out)} {'exists' if out.exists() else 'will be created'}; {_gib(free)} free"
+    if mc.get("type", "LlamaConfig") == "LlamaConfig":   # weights and AdamW's two moments, float32: 12 bytes each
+        need = 12 * llama_parameter_count(mc) * keep
+        found += f"; {keep} checkpoints of this model take {_gib(need)}"
     if free < need:
         return Check("disk", "FAIL", found, "free some space, choose another --output_dir, or lower callbacks.keep_checkpoint_max")
     return Check("disk", "OK", found)

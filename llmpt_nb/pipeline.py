@@ -24,11 +24,11 @@ from .data import batches_of, read_mindrecord
 from .prepare import (PrepareSettings, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer, load_prepared, prepared_report, prepared_baselines,
                               verify_data)
-from .models.llama import CausalLMLoss, generate, count_parameters
+from .models.llama import CausalLMLoss, generate, count_parameters, llama_parameter_count
 from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
-from .amp import apply_amp_level, estimate_memory, llama_params
+from .amp import apply_amp_level, estimate_memory
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config, parallel_summary
 from .run import Job, run_job, data_folder, config_callbacks
 
@@ -111,15 +111,16 @@ def prepare(cfg, out, world_size=1, verbose=True):
 # %% ../nbs/10_pretrain.ipynb #948d9046
 def check_memory(cfg, world=1):
     "On CPU, refuse a run whose estimated memory per process (chapter 08's model) exceeds what this machine has free."
-    if cfg.context.get("device_target", "CPU") != "CPU":
-        return None  # device memory is the framework's to report there
     mc = cfg.model.model_config
-    need = estimate_memory(llama_params(mc), mc, cfg.runner_config.batch_size, mixed=cfg.amp_level != "O0",
+    if cfg.context.get("device_target", "CPU") != "CPU" or mc.get("type", "LlamaConfig") != "LlamaConfig":
+        return None  # device memory is the framework's to report there; chapter 08's estimate is a LLaMA's
+    n = llama_parameter_count(mc)
+    need = estimate_memory(n, mc, cfg.runner_config.batch_size, mixed=cfg.amp_level != "O0",
                            recompute=bool(cfg.recompute_config.recompute))["total"]
     free = psutil.virtual_memory().available / world  # the workers of `llmpt launch` share this machine
     if need > free:
         raise MemoryError(
-            f"this run needs at least {need / 2**30:,.1f} GiB per process (model {llama_params(mc) / 1e6:,.1f} M "
+            f"this run needs at least {need / 2**30:,.1f} GiB per process (model {n / 1e6:,.1f} M "
             f"parameters, seq_length {mc.seq_length}, batch_size {cfg.runner_config.batch_size}) but {free / 2**30:,.1f} "
             "GiB are free: lower model.model_config.seq_length or runner_config.batch_size (keep the global batch with "
             "runner_config.gradient_accumulation_steps), or use a smaller model")

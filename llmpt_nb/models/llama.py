@@ -274,8 +274,9 @@ def count_parameters(net, trainable_only=True):
     params = net.trainable_params() if trainable_only else net.get_parameters()
     return int(sum(np.prod(p.shape) for p in params))
 
-def llama_parameter_count(cfg: LlamaConfig):
-    "Parameter count from the config alone (embeddings, attention, MLP, norms, head)."
+def llama_parameter_count(cfg):
+    "Parameter count from the config alone, a `LlamaConfig` or its `model_config` section (embeddings, attention, MLP, norms, head)."
+    cfg = cfg if isinstance(cfg, LlamaConfig) else LlamaConfig.from_dict(cfg)
     d, q, kv = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     per_layer = d * q * 2 + d * kv * 2 + 3 * d * cfg.intermediate_size + 2 * d
     per_layer += (q + 2 * kv) * cfg.qkv_has_bias + 2 * cfg.head_dim * cfg.qk_layernorm   # Qwen2 biases, Qwen3 q/k norms
