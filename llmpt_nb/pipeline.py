@@ -292,8 +292,8 @@ def sample_text(net, tok, gen, seed, prompt=None):
     character: byte-fallback pieces are not sampled, a byte-level BPE's text ends at its last whole character (01a)."""
     prompt = prompt or gen.prompt
     ids = tok.encode(prompt, add_bos=tok.add_bos)
-    new = generate(net, ids, gen.max_new_tokens, gen.top_k, gen.temperature, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                   seed=seed, banned_ids=tok.byte_fallback_ids())
+    new = generate(net, ids, gen.max_new_tokens, tok.eos_id, tok.pad_id, seed, banned=tok.byte_fallback_ids(),
+                   temperature=gen.temperature, top_k=gen.top_k, top_p=gen.top_p, repetition_penalty=gen.repetition_penalty)
     return prompt + tok.decode_continuation(ids, new)
 
 

@@ -5,7 +5,8 @@
 # %% auto #0
 __all__ = ['DTYPES', 'shared_causal_mask', 'ModelConfig', 'LlamaConfig', 'linear', 'rms_norm', 'Linear', 'RMSNorm',
            'position_tables', 'LlamaAttention', 'LlamaMLP', 'LlamaDecoderLayer', 'Embedding', 'LlamaModel',
-           'LlamaForCausalLM', 'count_parameters', 'llama_parameter_count', 'masked_nll', 'CausalLMLoss', 'generate']
+           'LlamaForCausalLM', 'count_parameters', 'llama_parameter_count', 'masked_nll', 'CausalLMLoss', 'sample_next',
+           'generate']
 
 # %% ../../nbs/03_model.ipynb #df7e3da1
 import difflib, functools
@@ -311,25 +312,33 @@ class CausalLMLoss(nn.Cell):
         return input_ids[:, :-1].size
 
 # %% ../../nbs/03_model.ipynb #3404c099
-def generate(net, prompt_ids, max_new_tokens=32, top_k=20, temperature=0.8, eos_id=None, pad_id=0, seed=0, banned_ids=()):
-    "Sample continuation ids for `prompt_ids` (list of ints); stops at `eos_id`; never samples `banned_ids`."
+def sample_next(logits, rng, temperature=0.8, top_k=20, top_p=1.0, repetition_penalty=1.0, previous=(), banned=()):
+    "One token id from a logit vector; `previous`: ids already in the text; temperature 0: greedy; top_k 0: all pieces."
+    z = np.asarray(logits, np.float64).copy()
+    if repetition_penalty != 1.0 and len(previous):          # CTRL's rule: seen pieces less likely
+        seen = np.unique(np.asarray(previous))
+        z[seen] = np.where(z[seen] > 0, z[seen] / repetition_penalty, z[seen] * repetition_penalty)
+    z[list(banned)] = -np.inf
+    if temperature == 0:
+        return int(np.argmax(z))
+    top = np.argsort(z)[-top_k:]                               # the top_k largest, least likely first
+    p = np.exp((z[top] - z[top[-1]]) / temperature)
+    if top_p < 1.0:                                            # the smallest set of the likeliest holding top_p
+        keep = int(np.searchsorted(np.cumsum(p[::-1]) / p.sum(), top_p - 1e-12)) + 1
+        top, p = top[-keep:], p[-keep:]
+    return int(rng.choice(top, p=p / p.sum()))
+
+def generate(net, prompt_ids, max_new_tokens=32, eos_id=None, pad_id=0, seed=0, **settings):
+    "Sample continuation ids for `prompt_ids` (list of ints) with `sample_next`'s `settings` (banned=...); stops at `eos_id`."
     if not len(prompt_ids):
         raise ValueError("generate needs at least one prompt token: encode a prompt, or start from [tokenizer.bos_id]")
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1 (1 is greedy decoding), got {top_k}")
-    seq_length = net.config.seq_length
-    rng = np.random.default_rng(seed)
-    ids = list(prompt_ids)[-seq_length:]
-    new = []
+    seq_length, rng = net.config.seq_length, np.random.default_rng(seed)
+    ids, new = list(prompt_ids)[-seq_length:], []
     for _ in range(max_new_tokens):
         window = ids[-seq_length:]
         x = np.full((1, seq_length), pad_id, dtype=np.int32)
         x[0, :len(window)] = window
-        logits = net(Tensor(x)).asnumpy()[0, len(window) - 1].astype(np.float64)
-        logits[list(banned_ids)] = -np.inf
-        top = np.argsort(logits)[-top_k:]
-        p = np.exp((logits[top] - logits[top].max()) / max(temperature, 1e-5))
-        nxt = int(rng.choice(top, p=p / p.sum()))
+        nxt = sample_next(net(Tensor(x)).asnumpy()[0, len(window) - 1], rng, previous=ids, **settings)
         if nxt == eos_id:
             break
         ids.append(nxt); new.append(nxt)
