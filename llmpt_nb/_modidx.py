@@ -234,7 +234,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'llmpt_nb/continued.py'),
                                     'llmpt_nb.continued.load_domain_documents': ( 'continue_pretrain.html#load_domain_documents',
                                                                                   'llmpt_nb/continued.py'),
-                                    'llmpt_nb.continued.load_encoder': ('continue_pretrain.html#load_encoder', 'llmpt_nb/continued.py'),
                                     'llmpt_nb.continued.make_batches': ('continue_pretrain.html#make_batches', 'llmpt_nb/continued.py'),
                                     'llmpt_nb.continued.make_tiny_roberta': ( 'continue_pretrain.html#make_tiny_roberta',
                                                                               'llmpt_nb/continued.py'),

@@ -6,30 +6,28 @@
 __all__ = ['SPECIALS', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documents', 'build_char_vocab', 'TinyRoberta',
            'make_tiny_roberta', 'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents',
            'mask_tokens', 'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set',
-           'mlm_epoch', 'starting_checkpoint', 'load_encoder', 'cached_chunks', 'mlm_data', 'start_mlm_run',
-           'export_run', 'mlm_summary', 'ContinuedPretraining', 'continue_pretrain', 'run_continue_pretrain']
+           'mlm_epoch', 'starting_checkpoint', 'cached_chunks', 'mlm_data', 'start_mlm_run', 'export_run',
+           'mlm_summary', 'ContinuedPretraining', 'continue_pretrain', 'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
 import collections, functools, importlib.util, json, math
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
-from .amp import apply_amp_level
 from .corpus import load_corpus, clean_documents, split_sentences, split_train_val
 from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import Trainer
 from .atomic import atomic_write_text
 from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
-from .pipeline import resolve_config
+from .pipeline import resolve_config, build_model
 from .run import Job, run_job, config_callbacks
 from .weights import load_hf_model, export_hf
 from .convert import save_ms_checkpoint
-from .testing import hf_model, hf_logits, our_logits
-from .testing import import_transformers
+from .testing import hf_model, hf_logits, our_logits, import_transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
 def reviews_folder():
@@ -302,21 +300,6 @@ def starting_checkpoint(cfg, train_docs, out, say=print):
     return make_tiny_roberta(Path(out) / "init", train_docs, TinyRoberta.from_config(mc), cfg.mlm.min_char_count, seed)
 
 
-def load_encoder(cfg, src):
-    "(net, mapping table) of the encoder in `src` as the config trains it: AMP dtypes (weights stay float32), recompute."
-    net, table = load_hf_model(src)
-    if cfg.amp_level != "O0":  # the same weights in a model whose matmuls run in 16 bits (chapter 08)
-        mc = apply_amp_level(asdict(net.config), cfg.amp_level, cfg.context.get("device_target", "CPU"), cfg.amp_dtype)
-        amp_net = type(net)(type(net.config)(**mc))
-        missing, unused = ms.load_param_into_net(amp_net, net.parameters_dict(), strict_load=True)
-        assert not missing and not unused, (missing, unused)
-        net = amp_net
-    if cfg.recompute_config.recompute:  # keep each layer's input only; recompute the rest during backward
-        for _, cell in net.cells_and_names():
-            if type(cell).__name__ == "BertLayer":
-                cell.recompute()
-    return net, table
-
 # %% ../nbs/11_continue_pretrain.ipynb #625ea542
 def cached_chunks(tok, docs, seq_length, path, rank=0, world_size=1):
     """`chunk_documents`, cached as MindRecord at `path` (rows padded to `seq_length`; chunks never hold padding):
@@ -359,7 +342,8 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
     barrier(world_size)  # the other ranks wait for rank 0's random model
     src = starting_checkpoint(cfg, train_docs, out, say)
     tok = load_checkpoint_tokenizer(src)
-    net, table = load_encoder(cfg, src)
+    net, table = load_hf_model(src)
+    net = build_model(cfg, like=net)        # AMP dtypes and recompute as the config asks (chapter 10)
     report = check_tokenizer(tok, net.config, val_docs[:mlm.tokenizer_check_lines], where=str(src))
     if rank == 0:
         atomic_write_text(Path(out) / "weights_table.txt", f"{table}\n")

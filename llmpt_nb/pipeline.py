@@ -15,6 +15,8 @@ from dataclasses import asdict
 from types import SimpleNamespace
 import numpy as np
 import psutil
+import mindspore as ms
+from mindspore import nn
 from .config import load_config
 from .registry import REGISTRY
 from .baseline import format_baselines
@@ -200,14 +202,24 @@ def load_pretrained(net, path, tok):
     return table
 
 # %% ../nbs/10_pretrain.ipynb #7e2fc1b2
-def build_model(cfg):
-    "The model named by model.arch.type, built from model.model_config with the AMP level's dtypes and recompute."
-    mc = apply_amp_level(cfg.model.model_config, cfg.amp_level, cfg.context.device_target, cfg.amp_dtype)
-    config_cls = REGISTRY.get("config", mc.get("type", "LlamaConfig"))
-    net = REGISTRY.get("model", cfg.model.arch.type)(config_cls.from_dict(mc))
-    if cfg.recompute_config.recompute:  # keep only each layer's input; recompute the rest during backward
-        for layer in net.model.layers:
-            layer.recompute()
+def build_model(cfg, like=None):
+    """The model as the config trains it: the AMP level's dtypes (chapter 08; weights stay float32) and recompute.
+    Built from model.model_config (classes named by model.arch.type and model_config.type), or, given `like` (a loaded
+    model, e.g. from a Hugging Face folder), of `like`'s class and config, holding `like`'s weights."""
+    if like is None:
+        mc, model_cls = dict(cfg.model.model_config), REGISTRY.get("model", cfg.model.arch.type)
+        config_cls = REGISTRY.get("config", mc.get("type", "LlamaConfig"))
+    else:
+        mc, model_cls, config_cls = like.config.to_dict(), type(like), type(like.config)
+    amp = apply_amp_level(mc, cfg.amp_level, cfg.context.get("device_target", "CPU"), cfg.amp_dtype)
+    net = like if like is not None and amp == mc else model_cls(config_cls.from_dict(amp))
+    if net is not like and like is not None:   # the same weights in a model whose matmuls run in 16 bits
+        missing, unused = ms.load_param_into_net(net, like.parameters_dict(), strict_load=True)
+        assert not missing and not unused, (missing, unused)
+    if cfg.recompute_config.recompute:  # keep only each block's input; recompute the rest during backward
+        blocks = next(c for _, c in net.cells_and_names() if isinstance(c, nn.CellList))   # the model's layer stack
+        for block in blocks:
+            block.recompute()
     return net
 
 

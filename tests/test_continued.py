@@ -169,3 +169,20 @@ def test_launch_two_workers_match_one_process(tmp_path):
     a, b = (json.loads((d / "summary.json").read_text()) for d in (one, two))
     assert a["eval_before"]["eval_loss"] == b["eval_before"]["eval_loss"]          # the same starting model
     assert abs(a["eval_after"]["eval_loss"] - b["eval_after"]["eval_loss"]) < 1e-5, (a["eval_after"], b["eval_after"])
+
+
+def test_a_loaded_encoder_gets_the_runs_amp_level_and_recompute(tmp_path):
+    "build_model(cfg, like=net): at O0 without recompute the loaded model itself; at O2 its weights in a float16-compute twin."
+    from llmpt_nb.config import load_config
+    from llmpt_nb.pipeline import build_model
+    from llmpt_nb.testing import tiny_hf_model
+    from llmpt_nb.weights import load_hf_model, parameter_arrays
+    net, _ = load_hf_model(tiny_hf_model(tmp_path / "roberta", arch="RobertaForMaskedLM"))
+    assert build_model(load_config("continue_roberta_tiny"), like=net) is net
+    cfg = load_config("continue_roberta_tiny", overrides=["--amp_level=O2", "--recompute_config.recompute=true"])
+    amp = build_model(cfg, like=net)
+    assert amp is not net and (amp.config.compute_dtype, amp.config.param_init_type) == ("float16", "float32")
+    ours, theirs = parameter_arrays(net), parameter_arrays(amp)
+    assert ours.keys() == theirs.keys() and all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    assert all(layer._has_config_recompute for layer in amp.roberta.encoder.layer)
+    assert not any(layer._has_config_recompute for layer in net.roberta.encoder.layer)
