@@ -827,8 +827,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                          'llmpt_nb.models.roberta._defaults': ('encoder.html#_defaults', 'llmpt_nb/models/roberta.py'),
                                          'llmpt_nb.models.roberta._mlm_scores': ('encoder.html#_mlm_scores', 'llmpt_nb/models/roberta.py'),
                                          'llmpt_nb.models.roberta.activation': ('encoder.html#activation', 'llmpt_nb/models/roberta.py'),
-                                         'llmpt_nb.models.roberta.build_encoder': ( 'encoder.html#build_encoder',
-                                                                                    'llmpt_nb/models/roberta.py'),
                                          'llmpt_nb.models.roberta.roberta_position_ids': ( 'encoder.html#roberta_position_ids',
                                                                                            'llmpt_nb/models/roberta.py')},
             'llmpt_nb.monitor': { 'llmpt_nb.monitor.ProfileWindow': ('monitoring.html#profilewindow', 'llmpt_nb/monitor.py'),

@@ -477,8 +477,10 @@ def config_changes(old: dict, new: dict, prefix: str = '') -> dict:
 
 # %% ../nbs/04_config.ipynb #97e2ff0f
 for kind, name, module in [('model', 'LlamaForCausalLM', 'llmpt_nb.models.llama'), ('config', 'LlamaConfig', 'llmpt_nb.models.llama'),
+                           ('model', 'RobertaForMaskedLM', 'llmpt_nb.models.roberta'), ('model', 'BertForMaskedLM', 'llmpt_nb.models.roberta'),
+                           ('config', 'EncoderConfig', 'llmpt_nb.models.roberta'),
                            ('optimizer', 'AdamW', 'llmpt_nb.optim'), ('lr_schedule', 'CosineWithWarmUpLR', 'llmpt_nb.optim')]:
-    REGISTRY.expect(kind, name, module)     # chapters 03 and 04b register them where they are defined (MindSpore code)
+    REGISTRY.expect(kind, name, module)     # chapters 03, 03b and 04b register them where they are defined (MindSpore code)
 TYPED = {'optimizer.type': 'optimizer', 'lr_schedule.type': 'lr_schedule'}  # dotted key -> the registry kind it names
 _ALIASES = {'FP32StateAdamWeightDecay': 'AdamW', 'AdamWeightDecay': 'AdamW'}   # MindFormers name -> ours
 
