@@ -203,7 +203,7 @@ def checkpoint_health(tr, since):
     window = [r for r in tr.history if r["step"] > since and not r.get("overflow")]
     problems = [f"step {r['step']} skipped as a gradient spike (global norm {r['grad_norm']:.4g})" for r in window if r.get("skipped")]
     worst = max(window, key=lambda r: r.get("embedding_grad_norm", 0.0), default={})
-    norm, limit = worst.get("embedding_grad_norm", 0.0), tr.cfg.callbacks.get("embedding_local_norm_threshold")
+    norm, limit = worst.get("embedding_grad_norm", 0.0), tr.cfg.callbacks.embedding_local_norm_threshold
     if limit is not None and norm > limit:
         problems.append(f"word-embedding gradient norm {norm:.4g} at step {worst['step']} above "
                         f"callbacks.embedding_local_norm_threshold {limit:g}")
@@ -223,7 +223,7 @@ def save(self: CheckpointMonitor, tr):
             f"{' ...' if len(bad) > 4 else ''}: this state was not saved. " + (f"The last good checkpoint is {last[0]}; "
             "lower the learning rate or check the data, then resume from it." if last else "No checkpoint of this run "
             "was written before it: lower the learning rate or check the data, then start the run again."))
-    self.saved_step, fmt = tr.step, tr.cfg.get("checkpoint", {}).get("format", "ckpt")
+    self.saved_step, fmt = tr.step, tr.cfg.checkpoint.format
     if sharded:
         save_checkpoint(folder / f"step_{tr.step}.rank{tr.rank}.{fmt}", moments(tr))
         tr.barrier()
@@ -260,7 +260,7 @@ def resume(self: CheckpointMonitor, tr):
     `use_checkpoint_health_monitor`, is healthy (newer ones are named and skipped); returns its step. With none, say
     so and start again from step 0; when only unhealthy ones are left, refuse."""
     damaged, loud, folder = [], tr.verbose and tr.is_main, tr.output_dir / "checkpoint"
-    found = latest_checkpoint(folder, damaged, healthy=bool(tr.cfg.get("use_checkpoint_health_monitor")))
+    found = latest_checkpoint(folder, damaged, healthy=bool(tr.cfg.use_checkpoint_health_monitor))
     for path, why in damaged if loud else []:
         kind = "unhealthy" if why.startswith("not healthy") else "damaged"
         print(f"skipping the {kind} checkpoint {path.name}: {why.removeprefix('not healthy: ')}", file=sys.stderr)

@@ -98,7 +98,7 @@ def make_tiny_roberta(folder, docs, sizes=TinyRoberta(), min_count=2, seed=0):
     torch, transformers = import_transformers()
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     vocab = build_char_vocab(docs, s.vocab_size, min_count)
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    atomic_write_text(folder / "vocab.txt", "\n".join(vocab) + "\n")
     import inspect                                   # transformers 5 takes the vocabulary itself, 4.x a file
     source = ({"vocab": {w: i for i, w in enumerate(vocab)}} if "vocab" in inspect.signature(transformers.BertTokenizerFast).parameters
               else {"vocab_file": str(folder / "vocab.txt")})

@@ -17,7 +17,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 from .models.llama import DTYPES, LlamaForCausalLM
-from .atomic import atomic_path
+from .atomic import atomic_path, atomic_write_text
 from .checkpoint import read_checkpoint
 from .hf_folder import DTYPES_NAME, HFCheckpoint
 from .weights import (
@@ -292,7 +292,7 @@ def export_mindformers2(net, folder, dtype="float32", max_shard_mb=None, tokeniz
     if "tokenizer.model" in files and not {"tokenizer.json", "tokenizer_config.json"} & set(files):
         configs = _sentencepiece_configs(files["tokenizer.model"], net.config.seq_length)
         for name, content in zip(("tokenizer_config.json", "generation_config.json"), configs):
-            (Path(folder) / name).write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            atomic_write_text(Path(folder) / name, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
     return table
 
 MINDFORMERS2_MODELS = {  # config.json's architecture -> what MindFormers 2.1.0 does with it (its Mcore model registry)

@@ -205,7 +205,7 @@ def check_disk(cfg):
     there = out
     while not there.exists(): there = there.parent
     free = shutil.disk_usage(there).free
-    keep = cfg.callbacks.get("keep_checkpoint_max", 3) + 1
+    keep = cfg.callbacks.keep_checkpoint_max + 1
     mc, need = cfg.model.model_config, 0
     found = f"output_dir {_short(out)} {'exists' if out.exists() else 'will be created'}; {_gib(free)} free"
     if mc.get("type", "LlamaConfig") == "LlamaConfig":   # weights and AdamW's two moments, float32: 12 bytes each

@@ -23,6 +23,7 @@ from .parallel import train_cells_from_config
 from .pipeline import resolve_config
 from .run import config_callbacks
 from .weights import load_hf_model
+from .atomic import atomic_write_text
 from .continued import (IGNORE_INDEX, reviews_folder, load_domain_documents, make_tiny_roberta,
                                 TinyRoberta,
                                 load_checkpoint_tokenizer, check_tokenizer, chunk_documents, fixed_eval_set,
@@ -61,8 +62,8 @@ def write_documents(docs, path):
     "Documents as a .txt corpus, one per line (what `load_corpus` reads back); returns the folder."
     if any("\n" in d for d in docs):
         raise ValueError("a document holds a line break: a .txt corpus is one document per line; write .jsonl instead")
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
+    path = Path(path)
+    atomic_write_text(path, "\n".join(docs) + "\n")
     return path.parent
 
 # %% ../nbs/11a_domain_task.ipynb #d4f7c8c6

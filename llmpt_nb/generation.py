@@ -19,6 +19,7 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .attention import apply_rope, narrow, rope_frequencies
 from .models.llama import DTYPES, generate, linear, position_tables, rms_norm, sample_next
+from .atomic import atomic_write_text
 
 # %% ../nbs/10d_generate.ipynb #1ef89f58
 BUCKET = 32     # the cache slots a call reads, rounded up to a multiple of this: one graph per multiple
@@ -267,7 +268,7 @@ def load_generator(path, cache=True):
     gen = cfg.generation
     if gen.prompt is None and run and (run / "summary.json").is_file():     # the run's own sample started from it
         gen.prompt = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("prompt")
-    generator = Generator(net, load_tokenizer(file), cache and gen.get("use_past", True))
+    generator = Generator(net, load_tokenizer(file), cache and gen.use_past)
     generator.context = cfg.context                                   # where `llmpt generate` runs it
     return generator, gen, weights
 
@@ -284,7 +285,7 @@ def keep_run(run, dest):
     net, _, weights = model_at(run, "run", healthy=True)
     (dest / "checkpoint").mkdir(parents=True, exist_ok=True)
     for name in ("config.yaml", "summary.json"):                 # the run's own folder becomes "."
-        (dest / name).write_text((run / name).read_text(encoding="utf-8").replace(str(run), "."), encoding="utf-8")
+        atomic_write_text(dest / name, (run / name).read_text(encoding="utf-8").replace(str(run), "."))
     shutil.copytree(run / "tokenizer", dest / "tokenizer", dirs_exist_ok=True)
     return save_ms_checkpoint(net, dest / "checkpoint" / "model.ckpt")
 

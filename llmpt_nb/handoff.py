@@ -91,7 +91,7 @@ def training_sections(cfg):
     if opt.type != "AdamW" or ls.type != "CosineWithWarmUpLR":
         raise ValueError(f"the run trains with {opt.type} and {ls.type}; the hand-off writes MindFormers' AdamW and "
                          "CosineWithWarmUpLR only")
-    max_steps = rc.get("max_steps", -1)
+    max_steps = rc.max_steps
     total = ls.total_steps if ls.get("total_steps") not in (None, -1) else max_steps if max_steps not in (None, -1) else -1
     warmup = {"warmup_ratio": ls.warmup_ratio} if total == -1 else {"warmup_steps": max(1, math.ceil(ls.warmup_ratio * total))}
     runner = {"epochs": rc.epochs, "batch_size": rc.batch_size, "sink_mode": True, "sink_size": 1,

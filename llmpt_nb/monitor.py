@@ -11,6 +11,7 @@ import csv, sys
 from collections import defaultdict
 from pathlib import Path
 from tqdm import tqdm
+from .atomic import atomic_write_text
 
 # %% ../nbs/05a_monitoring.ipynb #30e1c0ea
 def summary_writer(log_dir):
@@ -101,6 +102,6 @@ class ProfileWindow:
         prof.stop(); prof.analyse()
         try: table = format_op_table(op_times(self.folder, trainer.step - self.first + 1))
         except FileNotFoundError as e: table = str(e)
-        (self.folder / "op_table.txt").write_text(table + "\n", encoding="utf-8")
+        atomic_write_text(self.folder / "op_table.txt", table + "\n")
         if trainer.verbose:
             tqdm.write(f"profile of steps {self.first}-{trainer.step} (MindSpore Profiler, in {self.folder}):\n{table}", file=sys.stdout)

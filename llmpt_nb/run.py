@@ -19,6 +19,7 @@ from .monitor import TensorBoardLog, ProfileWindow
 from .checkpoint import CheckpointMonitor, latest_checkpoint
 from .amp import DynamicLossScale
 from .parallel import init_distributed
+from .atomic import atomic_write_text
 
 # %% ../nbs/09b_run.ipynb #9b000008
 def data_folder(cfg, out):
@@ -181,7 +182,7 @@ def fit_on_every_rank(trainer, out, resume=False):
     keep them identical) and every rank but 0 gets its short summary. Returns (history, that summary or None)."""
     history = trainer.fit(resume=resume)
     if trainer.world_size > 1:
-        (Path(out) / f"weights_rank{trainer.rank}.sha256").write_text(weights_digest(trainer.net) + "\n")
+        atomic_write_text(Path(out) / f"weights_rank{trainer.rank}.sha256", weights_digest(trainer.net) + "\n")
     if trainer.rank == 0:
         return history, None
     return history, dict(output_dir=str(out), rank=trainer.rank, steps=len(history), last_loss=history[-1]["loss"])

@@ -15,6 +15,7 @@ import sentencepiece as spm
 import tokenizers
 from tokenizers.decoders import DecodeStream
 from fastcore.basics import patch
+from .atomic import atomic_path, atomic_write_text
 
 # %% auto #0
 __all__ = ['TRAINER_DEFAULTS', 'TOKENIZER_FILES', 'Tokenizer', 'train_tokenizer', 'RoundTripReport', 'roundtrip_report',
@@ -74,7 +75,8 @@ def save(self: Tokenizer, dir):
     "Write the model as `dir/tokenizer.model` (the name LLaMA checkpoints use); returns the path."
     path = Path(dir) / 'tokenizer.model'
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(self.sp.serialized_model_proto())
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(self.sp.serialized_model_proto())
     return path
 
 # %% ../nbs/01a_tokenizer.ipynb #b3db5134
@@ -247,7 +249,7 @@ def save(self: HFTokenizer, dir):
     names = {k: self.tk.id_to_token(v) if isinstance(v, int) else v for k, v in self.special.items()}
     config.update({f'{k}_token': v for k, v in names.items()})
     config.setdefault('tokenizer_class', 'PreTrainedTokenizerFast')   # what AutoTokenizer builds from tokenizer.json
-    old.write_text(json.dumps(config, ensure_ascii=False, indent=1), encoding='utf-8')
+    atomic_write_text(old, json.dumps(config, ensure_ascii=False, indent=1))
     return path
 
 # %% ../nbs/01a_tokenizer.ipynb #11964815

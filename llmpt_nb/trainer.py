@@ -246,7 +246,7 @@ class Trainer:
         self._plan_steps()
         mc, self.n_params = net.config, count_parameters(net)  # matmul weights: all but an untied input embedding
         self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
-        self.peak_flops, self.peak_source = find_peak_flops(cfg.context.get("peak_flops"))
+        self.peak_flops, self.peak_source = find_peak_flops(cfg.context.peak_flops)
         self.references = {k: getattr(baselines, k).nats_per_token for k in ("bigram", "unigram")} if baselines else {}
         self.chars_per_token = baselines.bigram.chars / baselines.bigram.tokens if baselines else None
         self.callbacks = sorted(callbacks, key=lambda c: getattr(c, "order", 0))
@@ -279,9 +279,9 @@ def _plan_steps(self: Trainer):
         raise ValueError(f"the training set has {self.batches_per_epoch} batches, fewer than "
                          f"gradient_accumulation_steps={self.accum_steps}: use more data, a smaller "
                          "runner_config.batch_size or fewer accumulation steps")
-    max_steps = rc.get("max_steps", -1)
+    max_steps = rc.max_steps
     self.total_steps = self.steps_per_epoch * rc.epochs if max_steps in (None, -1) else max_steps
-    self.lr_total = ls.total_steps if ls.get("total_steps") not in (None, -1) else self.total_steps
+    self.lr_total = ls.total_steps if ls.total_steps not in (None, -1) else self.total_steps
     self.warmup_steps = max(1, math.ceil(ls.warmup_ratio * self.lr_total))
     self.global_batch = rc.batch_size * self.accum_steps * self.world_size
 
@@ -355,7 +355,7 @@ def count_overflow(self: Trainer, finite):
         st["good_steps"] += 1; st["overflows_in_row"] = 0
         return
     st["good_steps"] = 0; st["overflows_in_row"] += 1
-    limit = self.cfg.runner_wrapper.get("max_consecutive_overflows", 10)
+    limit = self.cfg.runner_wrapper.max_consecutive_overflows
     if st["overflows_in_row"] >= limit:
         raise FloatingPointError(
             f"{st['overflows_in_row']} optimizer steps in a row had non-finite gradients (step {self.step + 1}, loss "
@@ -365,8 +365,8 @@ def count_overflow(self: Trainer, finite):
 
 def spike_threshold(cfg):
     "The global norm above which a finite step is skipped: `monitor_config.global_norm_spike_threshold` if enabled, else inf."
-    if not cfg.get("use_skip_data_by_global_norm"): return math.inf
-    return float((cfg.get("monitor_config") or {}).get("global_norm_spike_threshold", 3.0))
+    if not cfg.use_skip_data_by_global_norm: return math.inf
+    return float(cfg.monitor_config.global_norm_spike_threshold)
 
 @patch
 def count_spike(self: Trainer, skipped, norm):
@@ -377,7 +377,7 @@ def count_spike(self: Trainer, skipped, norm):
         st["spikes_in_row"] = 0
         return
     st["skipped_steps"] += 1; st["spikes_in_row"] += 1
-    limit = (self.cfg.get("monitor_config") or {}).get("global_norm_spike_count_threshold", 10)
+    limit = self.cfg.monitor_config.global_norm_spike_count_threshold
     if st["spikes_in_row"] >= limit:
         raise FloatingPointError(
             f"{st['spikes_in_row']} optimizer steps in a row had a global gradient norm above monitor_config."
@@ -480,7 +480,7 @@ def _loop(self: Trainer, batches, bar, stop):
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
             self._call("on_stop")
             raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir,
-                                    self.cfg.get("checkpoint", {}).get("format", "ckpt"))
+                                    self.cfg.checkpoint.format)
 
 # %% ../nbs/05_train.ipynb #05000002
 @patch

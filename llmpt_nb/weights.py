@@ -21,6 +21,7 @@ from mindspore.nn.utils import no_init_parameters
 from .models.llama import LlamaConfig, LlamaForCausalLM
 from .models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM
 from .hf_folder import DTYPES_NAME, HFCheckpoint, write_hf_weights   # the files (chapter 06b)
+from .atomic import atomic_write_text
 
 # %% ../nbs/07_weights.ipynb #dc83b869
 @dataclass
@@ -361,7 +362,7 @@ def export_hf(net, folder, dtype="float32", max_shard_mb=None, tokenizer_files=(
     arrays = {k: v for k, v in parameter_arrays(net).items() if k not in skip}
     for f in folder.glob("model*.safetensors*"): f.unlink()
     files = write_hf_weights(arrays, folder, dtype, max_shard_mb)
-    (folder / "config.json").write_text(json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(folder / "config.json", json.dumps(hf_config, indent=2, ensure_ascii=False) + "\n")
     for f in tokenizer_files:
         shutil.copy(f, folder / Path(f).name)
     rows = [Row(p.name, p.name, tuple(p.shape), DTYPES_NAME.get(p.dtype, str(p.dtype)), dtype) for p in params]
