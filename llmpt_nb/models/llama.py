@@ -276,7 +276,7 @@ def count_parameters(net, trainable_only=True):
     return int(sum(np.prod(p.shape) for p in params))
 
 def llama_parameter_count(cfg):
-    "Parameter count from the config alone, a `LlamaConfig` or its `model_config` section (embeddings, attention, MLP, norms, head)."
+    "Parameter count from the config alone (a `LlamaConfig` or its `model_config` section): embeddings, layers, head."
     cfg = cfg if isinstance(cfg, LlamaConfig) else LlamaConfig.from_dict(cfg)
     d, q, kv = cfg.hidden_size, cfg.num_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     per_layer = d * q * 2 + d * kv * 2 + 3 * d * cfg.intermediate_size + 2 * d
