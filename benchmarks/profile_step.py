@@ -15,7 +15,7 @@ from machine import describe
 
 def profile(a, out):
     import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
-    import mindspore as ms, mindspore.dataset as mds
+    import mindspore.dataset as mds
     from mindspore import Profiler
     from llmpt_nb.config import load_config
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM

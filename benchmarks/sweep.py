@@ -5,7 +5,7 @@ appended to benchmarks/results/sweep.json, which chapter 10 reads for its table 
     python benchmarks/sweep.py                 # every setting below not yet in the results file
     python benchmarks/sweep.py --only default  # one setting (re-run)
 """
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, subprocess, sys, tempfile, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -215,7 +215,7 @@ def test_launch_two_workers_pretrain(tmp_path, env, stage, backend):
             break
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, out[-3000:] + err[-3000:]
-    assert "Traceback" not in err and f"resume with: llmpt launch --workers 2 -- llmpt pretrain" in err, err[-3000:]
+    assert "Traceback" not in err and "resume with: llmpt launch --workers 2 -- llmpt pretrain" in err, err[-3000:]
     stopped = json.loads(sorted((broken / "checkpoint").glob("step_*.json"))[-1].read_text())["step"]
     assert 1 <= stopped < 10
     if stage:

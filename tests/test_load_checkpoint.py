@@ -3,7 +3,6 @@ LLaMA folder), checked against the run's model config and tokenizer before the f
 import importlib.util, json, shutil
 import numpy as np
 import pytest
-from conftest import ROOT
 from test_cli import llmpt
 
 

@@ -74,7 +74,7 @@ def test_a_changed_output_is_caught():
     png = lambda b: {"output_type": "display_data", "metadata": {}, "data": {"image/png": b, "text/plain": "<Figure>"}}
     kept = [cell("print(n)", [out("19,500 lines\n")]), cell("plot()", [png("AAAA")])]
     assert differences(kept, [cell("print(n)", [out("19,500 lines\n")]), cell("plot()", [png("BBBB")])]) == []
-    noisy = f"[WARNING] ME(123:456,MainProcess):2025 some log\n19,500 lines\n"
+    noisy = "[WARNING] ME(123:456,MainProcess):2025 some log\n19,500 lines\n"
     assert differences(kept, [cell("print(n)", [out(noisy)]), kept[1]]) == []
     assert differences([cell("p", [out("<tmp> made\n")])], [cell("p", [out(tempfile.gettempdir() + "/tmpab_1 made\n")])]) == []
     assert differences(kept, [cell("print(n)", [out("19,501 lines\n")]), kept[1]])
@@ -167,7 +167,7 @@ def test_the_kept_full_run_beats_its_bigram():
     cells = code_cells(ROOT / "nbs" / "10_pretrain.ipynb")
     run = next(c for c in cells if "full = json.loads" in "".join(c["source"]))
     m = re.search(r"held-out ([\d.]+) nats/token; bigram ([\d.]+), unigram ([\d.]+)", _stdout(run))
-    assert m, f"chapter 10 keeps no full-run result (run `python tools/refresh_outputs.py --slow nbs/10_pretrain.ipynb`)"
+    assert m, "chapter 10 keeps no full-run result (run `python tools/refresh_outputs.py --slow nbs/10_pretrain.ipynb`)"
     held, bigram, unigram = map(float, m.groups())
     assert held < 0.92 * bigram < unigram, (held, bigram, unigram)
     samples = [l for c in cells for l in _stdout(c).splitlines() if re.match(r"step +[\d,]+ \(held-out", l)]

@@ -1,7 +1,7 @@
 """Chapter 02c's streaming preparation as a user runs it: the worker count does not change the files, a stopped
 `llmpt prepare-data` never leaves data that passes for finished and its rerun writes what an uninterrupted run writes,
 and a corpus many times the size of the batches in flight is prepared in the same memory."""
-import hashlib, json, os, signal, subprocess, sys, time
+import hashlib, json, signal, subprocess, sys, time
 import pytest
 from conftest import ROOT, bin_path
 from test_cli import llmpt

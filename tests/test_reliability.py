@@ -3,7 +3,7 @@
 Every case runs the `llmpt` command as a user would (or the function it calls, where that is the thing under test) and
 checks four things: the exit code, that no traceback is printed, that the message names the file, key or tensor, and
 the state left on disk (old run intact, checkpoints intact, metrics without a step logged twice)."""
-import json, os, shutil, signal, subprocess, sys, time
+import json, shutil, signal, subprocess, time
 from pathlib import Path
 import numpy as np
 import pytest

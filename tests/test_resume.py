@@ -1,7 +1,7 @@
 """Exact resume: a run killed with SIGKILL and resumed reproduces the uninterrupted run step for step (`llmpt pretrain`
 and `llmpt continue-pretrain`, both on chapter 05's Trainer), with checkpoints in either format (`checkpoint.format`:
 ckpt or safetensors)."""
-import json, os, signal, subprocess, time
+import json, signal, subprocess, time
 import numpy as np
 import pytest
 from conftest import ROOT, bin_path

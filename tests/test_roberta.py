@@ -1,14 +1,13 @@
 """The BERT / RoBERTa encoder: parity with transformers through the strict loader, export round trip, and errors."""
-import json, os
+import os
 from types import SimpleNamespace
 os.environ["HF_HUB_OFFLINE"] = "1"
 import numpy as np
 import pytest
-import mindspore as ms
 from mindspore import Tensor
 from llmpt_nb.models.roberta import EncoderConfig, RobertaForMaskedLM, BertForMaskedLM, roberta_position_ids
 from llmpt_nb.hf_folder import HFCheckpoint, save_safetensors
-from llmpt_nb.weights import WeightsError, load_hf_model, export_hf, parameter_arrays
+from llmpt_nb.weights import WeightsError, load_hf_model, export_hf
 from llmpt_nb.convert import save_ms_checkpoint, load_ms_checkpoint
 from llmpt_nb.testing import our_logits
 from llmpt_nb.testing import damaged_copy

@@ -2,7 +2,6 @@
 import json, os
 from types import SimpleNamespace
 os.environ["HF_HUB_OFFLINE"] = "1"          # never download: every model is built offline from a config
-from pathlib import Path
 import numpy as np
 import pytest
 import mindspore as ms
