@@ -31,7 +31,7 @@ set_context(cfg.context, cfg.seed)
 rows = np.random.default_rng(0).integers(0, mc.vocab_size, (steps * rc.batch_size * rc.gradient_accumulation_steps,
                                                            mc.seq_length + 1)).astype(np.int32)
 data = mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(rc.batch_size)
-tr = Trainer(build_model(cfg), cfg, data, verbose=False, callbacks=config_callbacks(cfg))
+tr = Trainer.from_config(build_model(cfg), cfg, data, verbose=False, callbacks=config_callbacks(cfg))
 tr.fit()
 rates = [r["tokens_per_s"] for r in tr.history[10:]]    # after compilation and warm-up
 print(json.dumps({"code": llmpt_nb.__file__, "tokens_per_s": float(np.median(rates)), "losses": [r["loss"] for r in tr.history]}))

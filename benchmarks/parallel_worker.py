@@ -16,7 +16,7 @@ from llmpt_nb.models.llama import CausalLMLoss
 from llmpt_nb.parallel import (GatherShard, broadcast_parameters, build_train_cells, comm_per_step, engine_grad_reducer,
                                full_shapes, init_distributed, rank_memory, tiny_llama, train_steps, unshard_model)
 from llmpt_nb.optim import StepSettings
-from llmpt_nb.trainer import peak_rss_mb
+from llmpt_nb.metrics import peak_rss_mb
 
 
 def _parse(argv):

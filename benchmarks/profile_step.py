@@ -27,7 +27,7 @@ def profile(a, out):
     set_context(cfg.context, 0)
     net = LlamaForCausalLM(LlamaConfig.from_dict(mc))
     rows = np.random.default_rng(0).integers(0, mc.vocab_size, ((a.steps + 3) * a.batch * a.accum, a.seq + 1)).astype(np.int32)
-    tr = Trainer(net, cfg, mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(a.batch),
+    tr = Trainer.from_config(net, cfg, mds.NumpySlicesDataset({"input_ids": rows, "labels": rows}, shuffle=False).batch(a.batch),
                  verbose=False)
     batches = tr.micro_batches()
     for _ in range(3):  # compile and warm up outside the profile

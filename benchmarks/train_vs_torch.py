@@ -90,7 +90,7 @@ def run_mindspore(a, work):
     flat = np.load(work / "data.npy").reshape(-1, a.seq + 1)
     ds = mds.NumpySlicesDataset({"input_ids": flat, "labels": flat}, shuffle=False).batch(a.batch)
     turns = Turns(a.turns)
-    tr = Trainer(net, cfg, ds, verbose=False, callbacks=[turns])
+    tr = Trainer.from_config(net, cfg, ds, verbose=False, callbacks=[turns])
     hist = tr.fit()
     return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist],
                 n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)

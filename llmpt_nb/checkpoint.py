@@ -160,10 +160,11 @@ class CheckpointMonitor:
     """How chapter 05's `Trainer` saves and resumes (a callback, as in MindFormers): a training checkpoint every
     `callbacks.save_checkpoint_steps`, at the last step and when SIGINT/SIGTERM stops the run; with
     `fit(resume=True)` the run continues from the newest checkpoint that passes its checks (and is healthy, with
-    `use_checkpoint_health_monitor`)."""
+    `use_checkpoint_health_monitor`). `cfg`: the run's config, whose `callbacks` and `checkpoint` sections say when,
+    how and how many; each checkpoint keeps it whole, so a resume can tell what changed."""
     order, resumes = 1, True  # after the loss scale is updated: the checkpoint holds the scale the next step uses
 
-    def __init__(self): self.saved_step = None
+    def __init__(self, cfg): self.cfg, self.saved_step = cfg, None
 
     def before_fit(self, trainer, resume):
         if resume and self.resume(trainer) and trainer.verbose:
@@ -171,7 +172,7 @@ class CheckpointMonitor:
             print(f"resumed from step {st['step']} (micro-batch {st['micro_step']}, loss scale {st['loss_scale']:g})")
 
     def after_step(self, trainer, rec):
-        if trainer.step % trainer.cfg.callbacks.save_checkpoint_steps == 0 or rec["last"]:
+        if trainer.step % self.cfg.callbacks.save_checkpoint_steps == 0 or rec["last"]:
             self.save(trainer)
 
     def on_stop(self, trainer):
@@ -197,13 +198,13 @@ def state_params(trainer):
     return list(trainer.state_dict(moments=not sharded_state(trainer))["tensors"].values())
 
 # %% ../nbs/06_checkpoint.ipynb #51ec8320
-def checkpoint_health(tr, since):
-    """{'healthy', 'problems', 'embedding_grad_norm_max'} of the state saved now, from the steps after `since` in
-    `tr.history`: no spike skipped, the word embedding's gradient norm at most `callbacks.embedding_local_norm_threshold`."""
-    window = [r for r in tr.history if r["step"] > since and not r.get("overflow")]
+def checkpoint_health(history, since, limit):
+    """{'healthy', 'problems', 'embedding_grad_norm_max'} of the state saved now, from the steps after `since` in a
+    run's `history`: no spike skipped, the word embedding's gradient norm at most `limit` (None: any)."""
+    window = [r for r in history if r["step"] > since and not r.get("overflow")]
     problems = [f"step {r['step']} skipped as a gradient spike (global norm {r['grad_norm']:.4g})" for r in window if r.get("skipped")]
     worst = max(window, key=lambda r: r.get("embedding_grad_norm", 0.0), default={})
-    norm, limit = worst.get("embedding_grad_norm", 0.0), tr.cfg.callbacks.embedding_local_norm_threshold
+    norm = worst.get("embedding_grad_norm", 0.0)
     if limit is not None and norm > limit:
         problems.append(f"word-embedding gradient norm {norm:.4g} at step {worst['step']} above "
                         f"callbacks.embedding_local_norm_threshold {limit:g}")
@@ -223,7 +224,8 @@ def save(self: CheckpointMonitor, tr):
             f"{' ...' if len(bad) > 4 else ''}: this state was not saved. " + (f"The last good checkpoint is {last[0]}; "
             "lower the learning rate or check the data, then resume from it." if last else "No checkpoint of this run "
             "was written before it: lower the learning rate or check the data, then start the run again."))
-    self.saved_step, fmt = tr.step, tr.cfg.checkpoint.format
+    cfg, self.saved_step = self.cfg, tr.step
+    fmt = cfg.checkpoint.format
     if sharded:
         save_checkpoint(folder / f"step_{tr.step}.rank{tr.rank}.{fmt}", moments(tr))
         tr.barrier()
@@ -232,9 +234,9 @@ def save(self: CheckpointMonitor, tr):
     st = tr.state_dict(moments=False)["progress"]
     meta = dict(st, epoch=st["micro_step"] // tr.batches_per_epoch, batch_in_epoch=st["micro_step"] % tr.batches_per_epoch,
                 accumulation_position=0, global_batch=tr.global_batch, world_size=tr.world_size, sharded_optimizer=sharded,
-                config_hash=config_hash(tr.cfg), config=tr.cfg.to_dict(), seed=tr.cfg.seed,
-                health=checkpoint_health(tr, since))
-    return save_training_state(folder, tr.step, state_params(tr), meta, keep=tr.cfg.callbacks.keep_checkpoint_max,
+                config_hash=config_hash(cfg), config=cfg.to_dict(), seed=cfg.seed,
+                health=checkpoint_health(tr.history, since, cfg.callbacks.embedding_local_norm_threshold))
+    return save_training_state(folder, tr.step, state_params(tr), meta, keep=cfg.callbacks.keep_checkpoint_max,
                                fmt=fmt)
 
 # %% ../nbs/06_checkpoint.ipynb #6dbf9dcf
@@ -260,7 +262,7 @@ def resume(self: CheckpointMonitor, tr):
     `use_checkpoint_health_monitor`, is healthy (newer ones are named and skipped); returns its step. With none, say
     so and start again from step 0; when only unhealthy ones are left, refuse."""
     damaged, loud, folder = [], tr.verbose and tr.is_main, tr.output_dir / "checkpoint"
-    found = latest_checkpoint(folder, damaged, healthy=bool(tr.cfg.use_checkpoint_health_monitor))
+    found = latest_checkpoint(folder, damaged, healthy=bool(self.cfg.use_checkpoint_health_monitor))
     for path, why in damaged if loud else []:
         kind = "unhealthy" if why.startswith("not healthy") else "damaged"
         print(f"skipping the {kind} checkpoint {path.name}: {why.removeprefix('not healthy: ')}", file=sys.stderr)

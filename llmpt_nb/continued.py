@@ -356,7 +356,7 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
     if world_size > 1:
         broadcast_parameters(net.trainable_params(), world_size)
     cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, world_size)  # 09a, any world size
-    trainer = Trainer(net, cfg, data.train, data.val, config_callbacks(cfg), verbose and rank == 0, cells)
+    trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg), verbose and rank == 0, cells)
     return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd

@@ -178,7 +178,7 @@ def train_classifier(src, split, seed, out, settings=ClassifierSettings(), verbo
                                            np.random.default_rng([seed, epoch]))
     test = labelled_batches(ids["test"], split.test[1], s.batch_size, tok.pad_token_id, drop_last=False)
     cells = train_cells_from_config(model, ClassificationLoss(model), cfg, 0, 1)     # chapter 09a's, one process
-    trainer = Trainer(model, cfg, train, test, config_callbacks(cfg), verbose, cells)
+    trainer = Trainer.from_config(model, cfg, train, test, config_callbacks(cfg), verbose, cells)
     history = trainer.fit()
     return dict(seed=seed, accuracy=accuracy(model, test), test_loss=trainer.eval_history[-1]["eval_loss"],
                 first_loss=history[0]["loss"], last_loss=history[-1]["loss"], steps=trainer.step,

@@ -272,7 +272,7 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
     callbacks = config_callbacks(cfg) + ([LivePlot(references=refs)] if live else [])
-    trainer = Trainer(net, cfg, train_data, val_ds, callbacks, verbose and rank == 0, cells, base)
+    trainer = Trainer.from_config(net, cfg, train_data, val_ds, callbacks, verbose and rank == 0, cells, base)
     if trainer.warmup_steps > trainer.steps_per_epoch and rank == 0:  # e.g. a max_steps far beyond the data
         print(f"warning: the learning-rate warmup alone ({trainer.warmup_steps} optimizer steps) is longer than one pass "
               f"over the training data ({trainer.steps_per_epoch} steps): the run's {trainer.total_steps} steps are "

@@ -165,7 +165,7 @@ def config_callbacks(cfg):
     dynamic = sc.get("type", "DynamicLossScaleUpdateCell") == "DynamicLossScaleUpdateCell"
     profile = [ProfileWindow(Path(cfg.output_dir) / "profile", cfg.profile_start_step, cfg.profile_stop_step)] \
         if cfg.get("profile") else []
-    return ([CheckpointMonitor()] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
+    return ([CheckpointMonitor(cfg)] + ([DynamicLossScale(sc.scale_factor, sc.scale_window)] if dynamic else [])
             + ([TensorBoardLog(Path(cfg.output_dir) / tb)] if tb else []) + profile)
 
 # %% ../nbs/09b_run.ipynb #9b000010
