@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_CONFIG', 'Field', 'NULL_TYPES', 'ALSO_TYPES', 'RULES', 'CHOICES', 'REFUSED', 'TYPED', 'list_configs',
-           'packaged_config', 'Config', 'read_yaml', 'config_schema', 'validate_config', 'parse_overrides',
-           'apply_overrides', 'load_config', 'config_hash', 'config_changes']
+           'packaged_config', 'plain_copy', 'Config', 'read_yaml', 'config_schema', 'get_key', 'validate_config',
+           'set_key', 'parse_overrides', 'apply_overrides', 'load_config', 'config_hash', 'config_changes']
 
 # %% ../nbs/04_config.ipynb #c37ea7cc
 import copy
@@ -59,10 +59,10 @@ def _wrap(v):
     if isinstance(v, (list, tuple)): return [_wrap(x) for x in v]
     return v
 
-def _plain(v):
+def plain_copy(v):
     "A deep copy of `v` made of plain dicts and lists."
-    if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)): return [_plain(x) for x in v]
+    if isinstance(v, dict): return {k: plain_copy(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)): return [plain_copy(x) for x in v]
     return copy.deepcopy(v)
 
 # %% ../nbs/04_config.ipynb #a5fd7483
@@ -95,7 +95,7 @@ class Config(dict):
         return Config(self.to_dict())
     def to_dict(self) -> dict:
         "A deep copy made of plain dicts and lists (what `yaml.safe_dump` and `json.dumps` accept)."
-        return _plain(self)
+        return plain_copy(self)
     def to_yaml(self, path=None) -> str:
         "The config as YAML text (keys in their order, Chinese kept readable); also written atomically to `path` if given."
         text = yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, default_flow_style=False)
@@ -282,7 +282,7 @@ def _unknown_key(key: str, schema: dict) -> str:
 
 _MISSING = object()
 
-def _get(d, key: str, default=None):
+def get_key(d, key: str, default=None):
     "The value at a dotted key of a nested dict, or `default`."
     for part in key.split('.'):
         if not isinstance(d, dict) or part not in d: return default
@@ -294,9 +294,9 @@ def _cross_checks(cfg, bad) -> list:
     "Checks that involve several keys; skipped where a key already has an error."
     errors = []
     mc = 'model.model_config.'
-    h, nh, kv = (_get(cfg, mc + k) for k in ('hidden_size', 'num_heads', 'n_kv_heads'))
+    h, nh, kv = (get_key(cfg, mc + k) for k in ('hidden_size', 'num_heads', 'n_kv_heads'))
     ok = lambda k, v: mc + k not in bad and isinstance(v, int) and not isinstance(v, bool) and v > 0
-    rope, hd = _get(cfg, 'model.arch.type') == 'LlamaForCausalLM', _get(cfg, mc + 'head_dim')
+    rope, hd = get_key(cfg, 'model.arch.type') == 'LlamaForCausalLM', get_key(cfg, mc + 'head_dim')
     if rope and ok('head_dim', hd):         # a head size of its own (Qwen3): hidden_size need not divide
         if hd % 2: errors.append(f"{mc}head_dim {hd} must be even: RoPE rotates dimensions in pairs")
     elif ok('hidden_size', h) and ok('num_heads', nh):
@@ -310,7 +310,7 @@ def _cross_checks(cfg, bad) -> list:
         divisors = ', '.join(str(d) for d in range(1, nh + 1) if nh % d == 0)
         errors.append(f"{mc}num_heads {nh} is not divisible by n_kv_heads {kv}: each key/value head serves "
                       f"num_heads / n_kv_heads query heads (n_kv_heads can be {divisors})")
-    corpus = _get(cfg, 'train_dataset.corpus')
+    corpus = get_key(cfg, 'train_dataset.corpus')
     if isinstance(corpus, list) and 'train_dataset.corpus' not in bad:
         try: blend_entries(corpus)
         except ValueError as e: errors.append(f"train_dataset.corpus: {e}")
@@ -344,15 +344,15 @@ def validate_config(cfg: dict, schema: Optional[dict] = None) -> 'Config':
     walk(cfg, '')
     for key, field in schema.items():
         parent = key.rpartition('.')[0]
-        if field.required and _get(cfg, key, _MISSING) is _MISSING and (not parent or isinstance(_get(cfg, parent), dict)):
+        if field.required and get_key(cfg, key, _MISSING) is _MISSING and (not parent or isinstance(get_key(cfg, parent), dict)):
             what = 'a section' if field.types == (dict,) else f'default: {field.default!r}'
             errors.append(f"missing config key '{key}' ({what}); start from load_config(), which fills in every default")
     for key, (text, test) in RULES.items():
-        v = _get(cfg, key)
+        v = get_key(cfg, key)
         if key not in bad and v is not None and not isinstance(v, (bool, str, dict, list)) and not test(v):
             errors.append(f"{key} must be {text}, got {v!r}")
     for key, allowed in CHOICES.items():
-        v = _get(cfg, key, _MISSING)
+        v = get_key(cfg, key, _MISSING)
         if key not in bad and v is not _MISSING and v not in allowed:
             msg = f"{key} must be one of {', '.join(map(str, allowed))}, got {v!r}"
             same = [a for a in allowed if str(a).lower() == str(v).lower()]
@@ -386,7 +386,7 @@ def _split_args(args) -> list:
         out.append((key, text, a))
     return out
 
-def _set(d: dict, key: str, value):
+def set_key(d: dict, key: str, value):
     "Set a dotted key in a nested dict, creating sections (and replacing non-sections) on the way."
     *parents, last = key.split('.')
     for p in parents:
@@ -398,25 +398,25 @@ def parse_overrides(args: Union[str, Iterable[str]], like: Optional[dict] = None
     "Nested dict of overrides from `--a.b=value` arguments; values read as YAML, except text keys of `like`."
     out = {}
     for key, text, _ in _split_args(args):
-        now, value = (_get(like, key) if like is not None else None), _parse_value(text)
+        now, value = (get_key(like, key) if like is not None else None), _parse_value(text)
         text_key = isinstance(now, str) or (like is not None and now is None and NULL_TYPES.get(key) is str and value is not None)
         keep_text = text_key and not (key in ALSO_TYPES and text.lstrip().startswith('['))   # a blend given as a YAML list
-        _set(out, key, text if keep_text else value)
+        set_key(out, key, text if keep_text else value)
     return out
 
 # %% ../nbs/04_config.ipynb #6cd3cfeb
 def _merge(base: dict, over: dict) -> dict:
     "A new dict: `base` with `over` merged in, section by section (`over` wins)."
-    out = _plain(base)
+    out = plain_copy(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else _plain(v)
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else plain_copy(v)
     return out
 
 def apply_overrides(cfg: dict, overrides: Union[str, Iterable[str], dict] = ()) -> 'Config':
     "A new `Config`: `cfg` with `overrides` (`--a.b=value` strings, or a nested or dotted dict) merged in."
     if isinstance(overrides, dict):
         nested = {}
-        for key, v in overrides.items(): _set(nested, key, v)
+        for key, v in overrides.items(): set_key(nested, key, v)
     else: nested = parse_overrides(overrides, like=cfg)
     return Config(_merge(cfg, nested))
 
@@ -462,7 +462,7 @@ def load_config(path=None, overrides: Union[str, Iterable[str], dict] = (), sche
 # %% ../nbs/04_config.ipynb #98221ff8
 def config_hash(cfg: dict, length: int = 12) -> str:
     "Short SHA-256 of `cfg` as canonical YAML (sorted keys): equal settings give equal hashes."
-    text = yaml.safe_dump(_plain(cfg), sort_keys=True, allow_unicode=True, default_flow_style=False)
+    text = yaml.safe_dump(plain_copy(cfg), sort_keys=True, allow_unicode=True, default_flow_style=False)
     return hashlib.sha256(text.encode('utf-8')).hexdigest()[:length]
 
 # %% ../nbs/04_config.ipynb #5eff464d
@@ -488,7 +488,7 @@ def _registry_checks(cfg, bad) -> list:
     "Each key of `TYPED` must name a registered (or expected) entry of its kind."
     errors = []
     for key, kind in TYPED.items():
-        v, known = _get(cfg, key, _MISSING), REGISTRY.known(kind)
+        v, known = get_key(cfg, key, _MISSING), REGISTRY.known(kind)
         if key in bad or v is _MISSING or v in known: continue
         close = [_ALIASES[v]] if v in _ALIASES else difflib.get_close_matches(str(v), known, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ''

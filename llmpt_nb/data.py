@@ -24,8 +24,9 @@ from mindspore.mindrecord import FileWriter
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'PAGE_SIZE', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'MindRecordWriter',
-           'write_mindrecord', 'stored_columns', 'read_mindrecord', 'batches_of', 'count_batches', 'check_shards']
+__all__ = ['IGNORE_INDEX', 'PAGE_SIZE', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'trim_heap',
+           'MindRecordWriter', 'write_mindrecord', 'stored_columns', 'read_mindrecord', 'batches_of', 'count_batches',
+           'check_shards']
 
 # %% ../nbs/02_data.ipynb #9585cc00
 IGNORE_INDEX = -100   # a label that is not scored: padding here, and (chapter 11) the tokens MLM does not predict
@@ -204,7 +205,7 @@ def _check_written(files, cols, name, n=None):
             raise RuntimeError(f"row {i} of {name} reads back different from what was written; nothing was replaced")
 
 # %% ../nbs/02_data.ipynb #8ba81fe0
-def _trim_heap():
+def trim_heap():
     "Give the C heap's free pages back (glibc's malloc_trim): a file's index is freed after its commit, but kept by malloc."
     with suppress(OSError, AttributeError): ctypes.CDLL(None).malloc_trim(0)
 
@@ -260,7 +261,7 @@ def _close_group(self: MindRecordWriter):
     for w, count, first, last in self.group:
         try: w.commit()
         except RuntimeError as e: self._failed(e)
-        _trim_heap()
+        trim_heap()
         try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
                             Path(w._paths[0]).name, count)
         except BaseException: self.abort(); raise

@@ -15,8 +15,8 @@ from typing import Optional
 import yaml
 
 from .atomic import atomic_write_text
-from .config import _get, _plain, _set, config_schema, load_config, read_yaml
-from .mindformers_keys import (MC, MF_2X, ROPE, RULES, _BUILDS, _THETA, _drop, _keep, canonical_key,
+from .config import get_key, plain_copy, set_key, config_schema, load_config, read_yaml
+from .mindformers_keys import (MC, MF_2X, ROPE, RULES, BUILT_MODELS, THETA_KEYS, drop_rule, keep_rule, canonical_key,
                                      family, flatten, is_2x, model_defaults, model_prefix, not_built)
 
 # %% ../nbs/04a_import_config.ipynb #4a000002
@@ -51,26 +51,26 @@ def _rule(key: str, schema: dict):
     for pattern, handler in RULES:
         if re.fullmatch(pattern, key): return handler
     field = schema.get(key)
-    if field is not None and field.types != (dict,): return _keep()
+    if field is not None and field.types != (dict,): return keep_rule()
     why = next((r for p, r in PREFIX_REASONS.items() if key.startswith(p)), 'no equivalent in llmpt_nb')
     close = difflib.get_close_matches(key, [k for k in schema if schema[k].types != (dict,)], n=1, cutoff=0.85)
-    return _drop(why + (f" (nearest llmpt_nb key: {close[0]})" if close else ''))
+    return drop_rule(why + (f" (nearest llmpt_nb key: {close[0]})" if close else ''))
 
 def _defaults(src: dict) -> list:
     "`(key, value, note)` for what a MindFormers run does by default and llmpt_nb's packaged default does not."
     out, mf, fam = [], "absent: MindFormers' default", getattr(src, 'family', None) or 'r1'
-    if isinstance(_get(src, 'model.model_config'), dict):
+    if isinstance(get_key(src, 'model.model_config'), dict):
         names = ['seq_length', 'hidden_size', 'num_layers', 'num_heads', 'n_kv_heads', 'vocab_size', 'rms_norm_eps',
                  'theta', 'tie_word_embeddings', 'compute_dtype'] + (['intermediate_size', 'head_dim', 'qkv_has_bias', 'qk_layernorm'] if fam in MF_2X else [])
-        skip = {'theta': _THETA[1:]}                                 # keys that give the same setting another way
+        skip = {'theta': THETA_KEYS[1:]}                                 # keys that give the same setting another way
         if fam in MF_2X: skip['seq_length'] = ('train_dataset.data_loader.config.seq_length',)
         for name in names:
             v = model_defaults(src)[name]
-            if all(_get(src, k, ABSENT) is ABSENT for k in (MC + name, *skip.get(name, ()))):
+            if all(get_key(src, k, ABSENT) is ABSENT for k in (MC + name, *skip.get(name, ()))):
                 out.append((MC + name, v, mf + ('' if v is None else f' {v!r}')))
-        if fam == 'r1' and all(_get(src, MC + n) is None for n in ('intermediate_size', 'multiple_of', 'ffn_dim_multiplier')):
+        if fam == 'r1' and all(get_key(src, MC + n) is None for n in ('intermediate_size', 'multiple_of', 'ffn_dim_multiplier')):
             out.append((MC + 'intermediate_size', None, mf + ' multiple_of 256'))
-    if isinstance(_get(src, 'runner_config'), dict):
+    if isinstance(get_key(src, 'runner_config'), dict):
         out.append(('runner_config.max_steps', -1, 'absent: MindFormers trains for runner_config.epochs'))
     return out
 
@@ -98,14 +98,14 @@ def model_view(src: dict, base=None):
     for key, value in flatten(src):
         canon = canonical_key(key, prefix)
         items.append((key, canon, value, value, ''))
-        if canon not in where: _set(view, canon, value); where[canon] = key
+        if canon not in where: set_key(view, canon, value); where[canon] = key
     view.hf_config, hf = _hf_config(src, base) if is_2x(src) else (None, {})
     for key, value in flatten(hf):                                  # MindFormers: the YAML's model keys win over config.json's
         canon, row = canonical_key('model.' + key, 'model.'), f'config.json.{key}'
-        given = where.get(canon) or next((where[c] for c in _THETA if canon in _THETA and c in where
+        given = where.get(canon) or next((where[c] for c in THETA_KEYS if canon in THETA_KEYS and c in where
                                           and not where[c].startswith('config.json.')), None)   # theta: one setting, four names
         if given: items.append((row, None, value, value, f'{given} in the YAML wins, as in MindFormers')); continue
-        items.append((row, canon, value, value, f'from {view.hf_config}')); _set(view, canon, value); where[canon] = row
+        items.append((row, canon, value, value, f'from {view.hf_config}')); set_key(view, canon, value); where[canon] = row
     view.family, view.where = family(view, is_2x(src)), where
     return view, items
 
@@ -121,11 +121,11 @@ def check_architecture(view: dict, v2: bool):
             raise ValueError(f"the model has {listed}, which llmpt_nb does not build: its RoPE is plain (rope_type default, "
                              "rope_theta alone), so this model's positions would change; to pretrain it with plain RoPE, set "
                              "rope_type to default (rope_scaling to null) there, or import a model that uses plain RoPE")
-        raise ValueError(f"the model has {listed}, which llmpt_nb does not build ({_BUILDS}): import a dense model's config")
-    m = _get(view, 'model.model_config')
+        raise ValueError(f"the model has {listed}, which llmpt_nb does not build ({BUILT_MODELS}): import a dense model's config")
+    m = get_key(view, 'model.model_config')
     if not v2 or not isinstance(m, dict) or not m or getattr(view, 'family', None): return
     named = [f"{where.get(MC + k, MC + k)}: {_short(m[k])}" for k in ('architectures', 'model_type') if m.get(k) is not None]
-    if named: raise ValueError(f"the model is {', '.join(named)}, which llmpt_nb does not build ({_BUILDS}): import a dense model's config")
+    if named: raise ValueError(f"the model is {', '.join(named)}, which llmpt_nb does not build ({BUILT_MODELS}): import a dense model's config")
     d = view.get('pretrained_model_dir')
     if d: raise ValueError(f"pretrained_model_dir {d!r} holds no config.json (as given, or beside the YAML), and MindFormers 2.x "
                            "builds the model from it: give the folder of the model's Hugging Face config.json, or write its keys "
@@ -138,13 +138,13 @@ def map_config(src: dict, schema: Optional[dict] = None, base=None):
     """`(rows, settings)`: a Row for every leaf of the MindFormers config `src` (r1.x or 2.x), and the llmpt_nb settings
     (dotted keys). `base`: the YAML's folder, where a relative pretrained_model_dir is also looked for."""
     schema = config_schema() if schema is None else schema
-    arch = _get(src, 'model.arch.type')
+    arch = get_key(src, 'model.arch.type')
     if arch not in (None, 'LlamaForCausalLM'):
         raise ValueError(f"model.arch.type is {arch!r}: import-config reads MindFormers LLaMA configs (LlamaForCausalLM)")
     view, items = model_view(src, base)
     check_architecture(view, is_2x(src))
     for key, value, note in _defaults(view):
-        _set(view, key, value); items.append((key, key, value, ABSENT, note))
+        set_key(view, key, value); items.append((key, key, value, ABSENT, note))
     rows, settings, source = [], {}, {}
     for key, canon, value, shown, note in items:
         try: targets, how = _rule(canon, schema)(value, view, canon) if canon else ({}, '')
@@ -177,7 +177,7 @@ def _yaml_text(result_rows, settings: dict, source: str, schema: dict) -> str:
     "The llmpt_nb YAML: a header naming the source and each dropped key with its reason, then the settings."
     order = {k: i for i, k in enumerate(schema)}
     nested = {}
-    for key in sorted(settings, key=lambda k: order.get(k, len(order))): _set(nested, key, settings[key])
+    for key in sorted(settings, key=lambda k: order.get(k, len(order))): set_key(nested, key, settings[key])
     head = [f'# llmpt_nb config imported from the MindFormers config {source} (llmpt import-config).',
             "# Keys not set here keep llmpt_nb's packaged default (pretrain_llama_tiny). Train with: llmpt pretrain --config THIS_FILE",
             '# MindFormers keys with no equivalent here (dropped), and why:']
@@ -200,7 +200,7 @@ def import_config(src, dst=None, overwrite: bool = False, verbose: bool = True) 
     except ValueError as e:
         raise ValueError(f"the settings imported from {src} are not a valid llmpt_nb config: {e}\n"
                          f"(each key's source is in the table: import_config({str(src)!r}, verbose=True))") from None
-    settings = {k: _plain(_get(cfg, k)) for k in settings}  # as validated (65536 -> 65536.0 where a float is expected), plain
+    settings = {k: plain_copy(get_key(cfg, k)) for k in settings}  # as validated (65536 -> 65536.0 where a float is expected), plain
     if dst is not None:
         dst = Path(dst)
         if dst.exists() and dst.resolve() == src.resolve(): raise ValueError(f"{dst} is the input file: write to another -o file")

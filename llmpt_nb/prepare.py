@@ -32,7 +32,7 @@ from .corpus import (COMPRESSED, SeenDigests, blend_entries, chunk_document, cle
                              digest, heldout_document, iter_blend, iter_documents)
 from .tokenizer import (TRAINER_DEFAULTS, RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report,
                                 train_tokenizer)
-from .data import MindRecordWriter, Packer, _trim_heap, stored_columns
+from .data import MindRecordWriter, Packer, trim_heap, stored_columns
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
@@ -356,7 +356,7 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                           max_bytes=_max_bytes(files, settings.val_fraction), file_rows=file_rows))
     with bar, WriterProcess(specs, separate=workers > 0) as out:
         for i, b in enumerate(stream_batches(raw(bar), tok.model_file, cleaning, workers)):
-            if i % 8 == 0: _trim_heap()       # freed scratch arrays back to the system: memory stays flat however long
+            if i % 8 == 0: trim_heap()       # freed scratch arrays back to the system: memory stays flat however long
             stats.update(b['stats'])
             new = np.fromiter((seen.add(k) for k in b['keys']), bool, len(b['keys']))
             stats['dropped: duplicate'] += int((~new).sum())

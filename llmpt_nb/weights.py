@@ -6,7 +6,7 @@
 __all__ = ['Origin', 'SUPPORTED', 'DECODER_TYPES', 'LLAMA_HYPER', 'LLAMA_HF_IGNORE', 'MINDFORMERS_LLAMA', 'to_mindformers',
            'from_mindformers', 'ARCHITECTURES', 'ENCODER_HYPER', 'ENCODER_HF_IGNORE', 'Row', 'MappingTable',
            'WeightsError', 'map_tensors', 'assign_parameters', 'parameter_arrays', 'hf_architecture',
-           'llama_config_from_hf', 'llama_config_to_hf', 'Architecture', 'expected_shapes', 'empty_model',
+           'llama_config_from_hf', 'llama_config_to_hf', 'renamer', 'Architecture', 'expected_shapes', 'empty_model',
            'load_hf_model', 'export_hf', 'encoder_config_from_hf', 'encoder_config_to_hf']
 
 # %% ../nbs/07_weights.ipynb #f76fbb54
@@ -273,7 +273,7 @@ def _pattern_to_template(pat):
 def _template_to_pattern(tpl):
     return re.escape(tpl).replace(re.escape(r"\1"), r"(\d+)")
 
-def _renamer(table):
+def renamer(table):
     "A function name -> new name (None if no row matches), with `.inverse` for the other direction."
     fwd = [(re.compile(p), t) for p, t in table]
     bwd = [(re.compile(_template_to_pattern(t)), _pattern_to_template(p)) for p, t in table]
@@ -285,7 +285,7 @@ def _renamer(table):
     f.inverse = lambda name: apply(bwd, name)
     return f
 
-to_mindformers = _renamer(MINDFORMERS_LLAMA)
+to_mindformers = renamer(MINDFORMERS_LLAMA)
 from_mindformers = to_mindformers.inverse
 
 # %% ../nbs/07_weights.ipynb #f864b275
