@@ -30,10 +30,12 @@ def read_checkpoint(path):
     return ms.load_checkpoint(str(path), format=checkpoint_format(path))
 
 def save_checkpoint(path, params, append_dict=None):
-    "Write a checkpoint of `params` atomically, in the format its suffix names; a failed write raises OSError naming the file."
+    """Write a checkpoint of `params` (Parameters, or {name: Tensor}) atomically, in the format its suffix names; a
+    failed write raises OSError naming the file."""
+    named = params.items() if isinstance(params, dict) else ((p.name, p) for p in params)
     with atomic_path(path) as tmp:
         try:
-            ms.save_checkpoint([{"name": p.name, "data": p} for p in params], str(tmp), append_dict=append_dict,
+            ms.save_checkpoint([{"name": n, "data": t} for n, t in named], str(tmp), append_dict=append_dict,
                                format=checkpoint_format(path))
         except BaseException as e:  # a full disk, a read-only file system, Ctrl-C while writing
             tmp.with_suffix(".tmp").unlink(missing_ok=True)  # MindSpore's own partial file

@@ -17,8 +17,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import Tensor
 from .models.llama import DTYPES, LlamaForCausalLM
-from .atomic import atomic_path, atomic_write_text
-from .checkpoint import read_checkpoint
+from .atomic import atomic_write_text
+from .checkpoint import read_checkpoint, save_checkpoint
 from .hf_folder import DTYPES_NAME, HFCheckpoint
 from .weights import (
     ARCHITECTURES, Origin, assign_parameters, empty_model, expected_shapes, export_hf, from_mindformers, hf_architecture,
@@ -44,13 +44,9 @@ def save_ms_checkpoint(net, path, names="ours"):
         raise ValueError(f"MindFormers names are defined here for LLaMA only, not {arch}: save it with names='ours'")
     if names == "mindformers": _mindformers_names_exist(net.config, path)
     rename = to_mindformers if names == "mindformers" else (lambda name: name)
-    path = Path(path)
-    params = [{"name": rename(p.name), "data": Tensor(p.asnumpy() if p.dtype != ms.bfloat16 else p.astype(ms.float32).asnumpy(), p.dtype)}
-              for p in net.get_parameters()]
-    with atomic_path(path) as tmp:                   # the temporary name keeps .ckpt: MindSpore insists on it
-        ms.save_checkpoint(params, str(tmp), append_dict={"model_config": json.dumps(asdict(net.config)), "arch": arch,
-                                                          "names": names})
-    return path
+    tensors = {rename(p.name): Tensor(p.asnumpy() if p.dtype != ms.bfloat16 else p.astype(ms.float32).asnumpy(), p.dtype)
+               for p in net.get_parameters()}
+    return save_checkpoint(path, tensors, {"model_config": json.dumps(asdict(net.config)), "arch": arch, "names": names})
 
 def _model_section(config):
     "(arch name, model_config dict) from a YAML path (ours or MindFormers'), a dict or a config dataclass."
