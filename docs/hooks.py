@@ -26,7 +26,8 @@ These hooks add what mkdocs-jupyter does not do by itself:
    (`python -m http.server -d _site`): browsers do not run its worker for a page opened from disk, and the search
    box says so there; its index cuts Chinese into words with jieba. The 404 page links relative to itself.
    The site stays small (under 20 MB): the notebook CSS mkdocs-jupyter puts in every page is one shared file, only
-   the parts of MathJax the pages load are copied, source maps and other languages' search splitters are left out.
+   the parts of MathJax the pages load are copied, source maps and other languages' search splitters are left out,
+   and the search index holds each code cell once.
    A copy button's hidden source text is kept from MathJax, which would read `\[` or `$..$` in code as a formula.
 7. **Exercise solutions folded**: a code cell whose source has the line `#| solution` (the chapters' exercises)
    is shown as a closed `<details class="solution">` block, "Solution (click to open)", with its code and without
@@ -262,7 +263,8 @@ def toc_tokens(html_text, depth=3):
 
 def on_page_content(html_text, page, config, files):
     """Links to a notebook of the site go to its page; the table of contents is made from the page's headings
-    (mkdocs-jupyter's own drops inline code from titles, so `## The `llmpt` command` linked to a missing anchor)."""
+    (mkdocs-jupyter's own drops inline code from titles, so `## The `llmpt` command` linked to a missing anchor); the
+    search indexes each code cell once (not also the hidden copy of its source that the copy button uses: 1 MB)."""
     def fix(m):
         target = files.get_file_from_path(m.group(1))
         if target is None or not target.src_uri.endswith(".ipynb"): return m.group(0)
@@ -271,6 +273,7 @@ def on_page_content(html_text, page, config, files):
         from mkdocs.structure.toc import get_toc
         plugin = config.plugins.get("mkdocs-jupyter")
         page.toc = get_toc(toc_tokens(html_text, plugin.config["toc_depth"] if plugin else 3))
+        html_text = html_text.replace(COPY_TEXT, COPY_TEXT + " data-search-exclude")
     return _LINK.sub(fix, html_text)
 
 

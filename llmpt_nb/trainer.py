@@ -94,11 +94,11 @@ class LivePlot:
 class StopRequested(KeyboardInterrupt):
     """Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written. A
     KeyboardInterrupt, so `except Exception` does not swallow it; `exit_code` tells it from a plain one."""
-    def __init__(self, signum, step, checkpoint=None):
-        self.signum, self.step, self.checkpoint = int(signum), step, checkpoint
+    def __init__(self, signum, step, output_dir, checkpoint=None):
+        self.signum, self.step, self.output_dir, self.checkpoint = int(signum), step, Path(output_dir), checkpoint
         self.exit_code = 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
-        super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; " +
-                         (f"checkpoint {checkpoint}" if checkpoint else "no checkpoint (the run has no callback that saves one)"))
+        super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; " + (f"checkpoint {checkpoint}"
+                         if checkpoint else f"no checkpoint in {self.output_dir / 'checkpoint'} to resume from"))
 
 
 class GracefulStop:
@@ -440,8 +440,8 @@ def _loop(self: Trainer, batches, bar, stop):
         self._call("after_step", {**rec, "last": last})  # in `order`: loss scale, yours, checkpoint
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
-            self._call("on_stop")
-            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.checkpoint_path())
+            self._call("on_stop"); self.barrier()                  # rank 0's checkpoint is complete on every rank
+            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir, self.checkpoint_path())
 
 # %% ../nbs/05_train.ipynb #05000002
 @patch
