@@ -1,7 +1,8 @@
 """Where a one-off `llmpt generate` spends its time and memory (chapter 10d), on the SmolLM2-135M-shaped Hugging Face
 folder of `generate_speed.py --e2e` (random weights, max_position_embeddings 8,192): `load_generator` under cProfile
 (its most expensive calls), then one generation of 32 new tokens as `llmpt generate` runs it, timed with the time spent
-in MindSpore's graph compiler; peak RSS after each part.
+in MindSpore's graph compiler; peak RSS after each part; then the operators of a second generation (its graphs already
+compiled) under MindSpore's profiler, in ms per new token.
 
     python benchmarks/generate_profile.py [--folder DIR]   # DIR: an existing folder instead of a new one
 """
@@ -41,6 +42,13 @@ def main():
     compile_s = sum(v[3] for k, v in pstats.Stats(prof).stats.items() if k[2] == "<built-in method mindspore._c_expression.compile>")
     print(f"generate 32 tokens: {time.perf_counter() - t:.1f} s, of it {compile_s:.1f} s in MindSpore's graph compiler; "
           f"{len(gen.decoders)} decoder(s) of {[k[1] for k in gen.decoders]} cache slots; peak RSS {peak_mb():,.0f} MB")
+    import mindspore as ms
+    from llmpt_nb.monitor import format_op_table, op_times
+    out = Path(tempfile.mkdtemp())
+    profiler = ms.Profiler(output_path=str(out))
+    gen.generate(["def forward(self, x):"], max_new_tokens=32, temperature=0)
+    profiler.stop(); profiler.analyse()
+    print("operators of a 32-token generation, ms per new token:\n" + format_op_table(op_times(out, 32), top=8))
 
 
 if __name__ == "__main__":
