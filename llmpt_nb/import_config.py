@@ -21,20 +21,25 @@ from .mindformers_keys import (MC, MF_2X, ROPE, RULES, BUILT_MODELS, THETA_KEYS,
 
 # %% ../nbs/04a_import_config.ipynb #4a000002
 PREFIX_REASONS = {   # keys not in RULES and not llmpt_nb keys: dropped with the reason of their section
-    'model.model_config.': "not a field of llmpt_nb's LlamaConfig", 'train_dataset.': 'dataset-pipeline tuning that llmpt_nb does itself',
+    'model.model_config.': "not a field of llmpt_nb's LlamaConfig",
+    'train_dataset.': 'dataset-pipeline tuning that llmpt_nb does itself',
     'context.': 'a MindSpore context setting llmpt_nb does not take from the config',
     'recompute_config.': 'llmpt_nb recomputes whole decoder layers (recompute: true) or nothing',
     'parallel.': 'an auto-parallel setting with no equivalent (llmpt_nb: data parallel and ZeRO)',
-    'parallel_config.': 'no equivalent (llmpt_nb: data parallel and ZeRO)', 'processor.': 'comes from the SentencePiece model',
-    'monitor_config.': "a training-monitor option llmpt_nb does not have (kept: the global-norm spike keys, chapter 05, and embedding_local_norm_threshold, chapter 06)",
+    'parallel_config.': 'no equivalent (llmpt_nb: data parallel and ZeRO)',
+    'processor.': 'comes from the SentencePiece model',
+    'monitor_config.': 'a training-monitor option llmpt_nb does not have (kept: the global-norm spike keys, chapter 05, and embedding_local_norm_threshold, chapter 06)',
     'tensorboard.': 'a TensorBoard writer option llmpt_nb does not have (it writes every metric; tensorboard_dir is kept)',
-    'training.': "no equivalent in llmpt_nb's runner_config", 'parallelism.': 'no equivalent (llmpt_nb: data parallel and ZeRO)',
+    'training.': "no equivalent in llmpt_nb's runner_config",
+    'parallelism.': 'no equivalent (llmpt_nb: data parallel and ZeRO)',
     'checkpoint.': 'a checkpoint option llmpt_nb does not have: it saves weights, optimizer state and data position together (chapter 06)',
     'recompute.': 'llmpt_nb recomputes whole decoder layers (recompute_config.recompute: true) or nothing',
-    'recompute_comm.': 'recomputed communication: llmpt_nb has no tensor or pipeline parallelism', 'swap.': 'offload of activations to host memory, which llmpt_nb does not do',
+    'recompute_comm.': 'recomputed communication: llmpt_nb has no tensor or pipeline parallelism',
+    'swap.': 'offload of activations to host memory, which llmpt_nb does not do',
     'monitor.': 'a PyNative monitor option llmpt_nb does not have (its own: use_skip_data_by_global_norm, monitor_config, chapter 05)',
-    'profiler.': "a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05a)",
-    'lora_config.': 'LoRA fine-tuning: llmpt_nb pretrains every weight', 'inference.': 'a predict-mode setting',
+    'profiler.': 'a MindSpore Profiler option llmpt_nb does not set: it profiles operator time on rank 0 (chapter 05a)',
+    'lora_config.': 'LoRA fine-tuning: llmpt_nb pretrains every weight',
+    'inference.': 'a predict-mode setting',
 }
 
 # %% ../nbs/04a_import_config.ipynb #f8f7591a
