@@ -7,7 +7,7 @@ uses `--micro-batches` micro-batches over all ranks, rank r its contiguous 1/N o
 them sees exactly the same global batch; `--die-at-step` makes one rank kill itself mid-run (chapter 09's failure
 test). The readers at the end load what the workers wrote. It defines no Cell: MindSpore compiles a Cell from the
 source of its module, and this script runs as __main__."""
-import argparse, json, os, sys
+import argparse, dataclasses, json, os, sys
 from pathlib import Path
 import numpy as np
 import llmpt_nb  # noqa: F401  first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
@@ -16,6 +16,7 @@ from llmpt_nb.models.llama import CausalLMLoss
 from llmpt_nb.parallel import (GatherShard, broadcast_parameters, build_train_cells, comm_per_step, engine_grad_reducer,
                                full_shapes, init_distributed, rank_memory, tiny_llama, train_steps, unshard_model)
 from llmpt_nb.optim import StepSettings
+from llmpt_nb.config import load_config
 from llmpt_nb.metrics import peak_rss_mb
 
 
@@ -69,7 +70,8 @@ def run_stage(stage, args, rank, world):
     broadcast_parameters(net.trainable_params(), world)
     plan = dict(world_size=world, mindspore_context=dict(parallel_mode="data_parallel", device_num=world))
     reducer = engine_grad_reducer(net.trainable_params(), plan) if engine and world > 1 else None
-    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world, StepSettings(weight_decay=args.weight_decay),
+    cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world,
+                              dataclasses.replace(StepSettings.from_config(load_config()), weight_decay=args.weight_decay),
                               reducer)
     data = np.random.default_rng(args.seed).integers(0, args.vocab, (args.steps, args.micro_batches, args.batch, args.seq + 1))
     mine = data[:, rank * accum:(rank + 1) * accum].astype(np.int32)

@@ -205,13 +205,13 @@ def embedding_index(params):
 @dataclass(frozen=True)
 class StepSettings:
     """What an optimizer step does besides its gradients: the registered `optimizer` (chapter 02d) with its betas, eps
-    and weight decay, and the global-norm clip (None: off)."""
-    optimizer: str = "AdamW"
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    max_grad_norm: Optional[float] = 1.0
+    and weight decay, and the global-norm clip (None: off). No defaults of its own: they are the config's."""
+    optimizer: str
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    max_grad_norm: Optional[float]
 
     @classmethod
     def from_config(cls, cfg):

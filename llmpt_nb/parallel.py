@@ -18,6 +18,7 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .models.llama import LlamaConfig, LlamaForCausalLM, Linear, RMSNorm, Embedding
 from .optim import StepSettings, make_optimizer, AccumulateStep, ApplyStep, gradient_buffers
 from .optim import embedding_index
+from .config import load_config
 
 # %% ../nbs/09a_parallel.ipynb #43c1a685
 def under_msrun():
@@ -270,13 +271,14 @@ def unshard_model(net):
 # %% ../nbs/09a_parallel.ipynb #cc4d3e54
 TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params loss_net rank world_size barrier")
 
-def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, step=StepSettings(), grad_reducer=None):
+def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, step=None, grad_reducer=None):
     """Optimizer, gradient buffers, accumulate and apply Cells of `loss_net` for one process, data parallel (stage 0) or
     ZeRO stage 1/2/3 (with this rank, the world size and a barrier over them, which chapter 05's `Trainer` takes), with
-    chapter 04b's `step` settings. `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default:
+    chapter 04b's `step` settings (None: the packaged config's). `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default:
     this chapter's `GradAllReduce`)."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    step = step or StepSettings.from_config(load_config())
     if zero_stage == 3 and not any(isinstance(getattr(c, "shard_gather", None), GatherShard) for _, c in net.cells_and_names()):
         shard_model(net, rank, world_size)
     params = net.trainable_params()
