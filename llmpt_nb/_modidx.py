@@ -566,6 +566,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.metrics.find_peak_flops': ('metrics.html#find_peak_flops', 'llmpt_nb/metrics.py'),
                                   'llmpt_nb.metrics.flops_per_token': ('metrics.html#flops_per_token', 'llmpt_nb/metrics.py'),
                                   'llmpt_nb.metrics.format_record': ('metrics.html#format_record', 'llmpt_nb/metrics.py'),
+                                  'llmpt_nb.metrics.matmul_parameters': ('metrics.html#matmul_parameters', 'llmpt_nb/metrics.py'),
                                   'llmpt_nb.metrics.measure_matmul_flops': ('metrics.html#measure_matmul_flops', 'llmpt_nb/metrics.py'),
                                   'llmpt_nb.metrics.peak_cache_file': ('metrics.html#peak_cache_file', 'llmpt_nb/metrics.py'),
                                   'llmpt_nb.metrics.peak_rss_mb': ('metrics.html#peak_rss_mb', 'llmpt_nb/metrics.py'),

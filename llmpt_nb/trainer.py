@@ -20,7 +20,8 @@ from .config import REGISTRY
 from .data import batches_of, count_batches
 from .optim import (AccumulateStep, ApplyStep, StepSettings, embedding_index, gradient_buffers, load_state,
                             make_optimizer)
-from .metrics import cache_dir, find_peak_flops, flops_per_token, format_record, peak_rss_mb, plot_losses
+from .metrics import (cache_dir, find_peak_flops, flops_per_token, format_record, matmul_parameters, peak_rss_mb,
+                              plot_losses)
 
 # %% ../nbs/05_train.ipynb #383482cd
 def _enable_graph_kernel():
@@ -204,8 +205,7 @@ class Trainer:
         self._build_cells(cells)
         self.apply.spike_threshold.set_data(Tensor(settings.spike_threshold, ms.float32))
         self._plan_steps()
-        mc, self.n_params = net.config, count_parameters(net)  # matmul weights: all but an untied input embedding
-        self.n_matmul = self.n_params - mc.vocab_size * mc.hidden_size * (0 if mc.tie_word_embeddings else 1)
+        self.n_params, self.n_matmul = count_parameters(net), matmul_parameters(net)
         self.peak_flops, self.peak_source = find_peak_flops(settings.peak_flops)
         self.references = {k: getattr(baselines, k).nats_per_token for k in ("bigram", "unigram")} if baselines else {}
         self.chars_per_token = baselines.bigram.chars / baselines.bigram.tokens if baselines else None
