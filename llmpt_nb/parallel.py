@@ -274,8 +274,8 @@ TrainCells = namedtuple("TrainCells", "optimizer accum accumulate apply params l
 def build_train_cells(net, loss_net, accum_steps, zero_stage=0, rank=0, world_size=1, step=None, grad_reducer=None):
     """Optimizer, gradient buffers, accumulate and apply Cells of `loss_net` for one process, data parallel (stage 0) or
     ZeRO stage 1/2/3 (with this rank, the world size and a barrier over them, which chapter 05's `Trainer` takes), with
-    chapter 04b's `step` settings (None: the packaged config's). `grad_reducer`: what sums the gradients over the ranks at stage 0 and 1 (default:
-    this chapter's `GradAllReduce`)."""
+    chapter 04b's `step` settings (None: the packaged config's). `grad_reducer`: what sums the gradients over the ranks
+    at stage 0 and 1 (default: this chapter's `GradAllReduce`)."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"parallel.parallel_optimizer_config.zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     step = step or StepSettings.from_config(load_config())
