@@ -3,10 +3,11 @@
 The notebooks in nbs/ are the only source of the site, rendered with the outputs they store (never executed).
 These hooks add what mkdocs-jupyter does not do by itself:
 
-1. **Navigation from the folder**: index first, then the chapters (notebooks whose name starts with a digit) in name
-   order, in two sections as the index groups them: "Chapters", the lessons read in order, and "Reference", the
-   chapters the index lists under its `### Reference` heading; then the glossary and "Coming from MindFormers", then
-   any other notebook. A new chapter needs no config edit. A `nav:` written in mkdocs.yml takes precedence.
+1. **Navigation from the folder**: index first, then "Part I: the whole path, small" (the notebooks `pN_*.ipynb`, in
+   name order, titled `I.N`), then the chapters (notebooks whose name starts with a digit) in name order, in two
+   sections as the index groups them: "Part II: the engine", the lessons read in order, and "Reference", the chapters
+   the index lists under its `### Reference` heading; then the glossary and "Coming from MindFormers", then any other
+   notebook. A new chapter needs no config edit. A `nav:` written in mkdocs.yml takes precedence.
 2. **Widgets as static outputs**: a live training view (an ipywidgets VBox of an HTML line and an Output holding
    the loss plot) is stored in the notebook's widget state, which a browser can only draw by downloading the
    widget JavaScript. Each widget output is replaced by what its state holds (HTML, a progress bar, the Output's
@@ -37,6 +38,8 @@ import copy, hashlib, html, json, re, shutil, tempfile
 from pathlib import Path
 
 CHAPTER = re.compile(r"^\d")
+PART_ONE = re.compile(r"^p(\d+)_")   # Part I's notebooks: p1_attention.ipynb ... (titled I.1 ...)
+SECTIONS = ("Part I: the whole path, small", "Part II: the engine", "Reference")
 GUIDES = ("glossary.ipynb", "from_mindformers.ipynb")
 READING_ORDER, REFERENCE = "## Reading order", "### Reference"
 NOTEBOOK_LINK = re.compile(r"\]\(([\w.-]+\.ipynb)\)")
@@ -70,18 +73,21 @@ def reference_chapters(docs_dir):
 
 
 def build_nav(docs_dir):
-    """MkDocs `nav`: index, the lessons ("Chapters") and the reference chapters ("Reference"), each in name order and
-    titled 'NN title', the guides, then any other notebook."""
+    """MkDocs `nav`: index, Part I ('I.N title'), the lessons of Part II and the reference chapters ('NN title'), each in
+    name order, the guides, then any other notebook."""
     names = page_notebooks(docs_dir)
     title = lambda n: notebook_title(Path(docs_dir) / n) or n[:-6]
     entry = lambda n: {f"{n.split('_')[0]} {title(n)}": n}
+    part_one = [{f"I.{PART_ONE.match(n).group(1)} {title(n)}": n} for n in names if PART_ONE.match(n)]
     chapters = [n for n in names if CHAPTER.match(n)]
     reference = set(reference_chapters(docs_dir)) & set(chapters)
     nav = [{"Home": "index.ipynb"}] if "index.ipynb" in names else []
-    nav.append({"Chapters": [entry(n) for n in chapters if n not in reference]})
-    if reference: nav.append({"Reference": [entry(n) for n in chapters if n in reference]})
+    if part_one: nav.append({SECTIONS[0]: part_one})
+    nav.append({SECTIONS[1]: [entry(n) for n in chapters if n not in reference]})
+    if reference: nav.append({SECTIONS[2]: [entry(n) for n in chapters if n in reference]})
     nav += [{title(n): n} for n in GUIDES if n in names]
-    nav += [{title(n): n} for n in names if n not in chapters and n not in GUIDES and n != "index.ipynb"]
+    placed = set(chapters) | set(GUIDES) | {"index.ipynb"} | {n for n in names if PART_ONE.match(n)}
+    nav += [{title(n): n} for n in names if n not in placed]
     return nav
 
 

@@ -6,6 +6,7 @@ from test_reading_order import reference_chapters
 
 PAGES = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith(("_", ".")))
 CHAPTERS = [p for p in PAGES if p.name[0].isdigit()]
+PART_ONE = [p for p in PAGES if re.match(r"p\d+_", p.name)]   # Part I, "the whole path, small"
 GUIDES = ["glossary", "from_mindformers"]
 REFERENCE = reference_chapters()   # the index's `### Reference` chapters, in its order
 LESSONS = [p for p in CHAPTERS if p.stem not in REFERENCE]
@@ -39,7 +40,7 @@ def test_every_notebook_has_a_page(site):
 
 def test_index_lists_every_chapter(site):
     text = article(site, "index")
-    missing = [p.stem for p in CHAPTERS if f'href="{p.stem}.html"' not in text]
+    missing = [p.stem for p in CHAPTERS + PART_ONE if f'href="{p.stem}.html"' not in text]
     assert not missing, f"chapters not linked from the index page's text: {missing}"
 
 
@@ -69,25 +70,27 @@ def primary_nav(site):
 
 
 def test_navigation_order(site):
-    "Index, the lessons in name order, the reference chapters in name order, then the glossary and 'Coming from MindFormers'."
+    "Index, Part I, the lessons in name order, the reference chapters in name order, then the glossary and 'Coming from MindFormers'."
     nav = primary_nav(site)
-    order = [f"{s}.html" for s in ["index"] + [p.stem for p in LESSONS] + REFERENCE + GUIDES]
+    order = [f"{s}.html" for s in ["index"] + [p.stem for p in PART_ONE + LESSONS] + REFERENCE + GUIDES]
     positions = [nav.find(f'href="{h}"') for h in order]
     assert -1 not in positions, dict(zip(order, positions))
     assert positions == sorted(positions), dict(zip(order, positions))
 
 
-def test_navigation_groups_reference_chapters(site):
-    "The site's navigation has a 'Chapters' section of lessons and a 'Reference' section holding exactly the reference chapters."
+def test_navigation_groups_part_one_part_two_and_reference(site):
+    """The site's navigation has a 'Part I' section holding Part I's notebooks, a 'Part II' section of lessons and a
+    'Reference' section holding exactly the reference chapters, in that order."""
     nav = primary_nav(site)
-    label = lambda name: re.search(r">\s*" + name + r"\s*<", nav)
-    chapters, reference = label("Chapters"), label("Reference")
-    assert chapters and reference and chapters.start() < reference.start(), "no 'Chapters' and 'Reference' sections in order"
+    label = lambda name: re.search(r">\s*" + name + r"[^<]*<", nav)
+    one, two, reference = label("Part I:"), label("Part II:"), label("Reference")
+    assert one and two and reference and one.start() < two.start() < reference.start(), "no 'Part I', 'Part II' and 'Reference' sections in order"
     end = min(nav.find(f'href="{g}.html"') for g in GUIDES)
-    in_reference = {s for s in re.findall(r'href="(\d[\w]*)\.html"', nav[reference.start():end])}
-    in_chapters = {s for s in re.findall(r'href="(\d[\w]*)\.html"', nav[chapters.start():reference.start()])}
-    assert in_reference == set(REFERENCE), in_reference ^ set(REFERENCE)
-    assert in_chapters == {p.stem for p in LESSONS}, in_chapters ^ {p.stem for p in LESSONS}
+    pages = lambda a, b: set(re.findall(r'href="(\w+)\.html"', nav[a:b]))
+    assert pages(one.start(), two.start()) == {p.stem for p in PART_ONE}
+    assert pages(two.start(), reference.start()) == {p.stem for p in LESSONS}
+    assert pages(reference.start(), end) == set(REFERENCE)
+    assert PART_ONE, "no Part I notebooks (nbs/pN_*.ipynb)"
 
 
 @pytest.mark.parametrize("stem", ["00a_attention", "02b_baseline", "10_pretrain"])
@@ -151,18 +154,19 @@ def test_nav_picks_up_new_chapters(tmp_path):
     hooks = docs_hooks()
     for name, title in [("index", "Home"), ("12a_troubleshooting", "Troubleshooting"), ("01a_tokenizer", "Tokenizer"),
                         ("04a_import", "Import"), ("glossary", "Glossary"), ("from_mindformers", "Coming from MindFormers"),
-                        ("_draft", "x")]:
+                        ("_draft", "x"), ("p2_tokens", "Tokens"), ("p1_attention", "Attention, by hand")]:
         (tmp_path / f"{name}.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": [f"# {title}\n"]}]}))
     chapters = [{"01a Tokenizer": "01a_tokenizer.ipynb"}, {"04a Import": "04a_import.ipynb"},
                 {"12a Troubleshooting": "12a_troubleshooting.ipynb"}]
+    part_one = {"Part I: the whole path, small": [{"I.1 Attention, by hand": "p1_attention.ipynb"}, {"I.2 Tokens": "p2_tokens.ipynb"}]}
     guides = [{"Glossary": "glossary.ipynb"}, {"Coming from MindFormers": "from_mindformers.ipynb"}]
-    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, {"Chapters": chapters}] + guides
+    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, part_one, {"Part II: the engine": chapters}] + guides
     # the index lists 04a under `### Reference` in its reading order: the navigation groups it apart from the lessons
     index = ["# Home\n", "## Reading order\n", "| [01a](01a_tokenizer.ipynb) |\n| [12a](12a_troubleshooting.ipynb) |\n",
              "### Reference\n", "| [04a](04a_import.ipynb) |\n", "## More pages\n", "[Glossary](glossary.ipynb)\n"]
     (tmp_path / "index.ipynb").write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": index}]}))
     assert hooks.reference_chapters(tmp_path) == ["04a_import.ipynb"]
-    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, {"Chapters": [chapters[0], chapters[2]]},
+    assert hooks.build_nav(tmp_path) == [{"Home": "index.ipynb"}, part_one, {"Part II: the engine": [chapters[0], chapters[2]]},
                                          {"Reference": [chapters[1]]}] + guides
 
 

@@ -14,7 +14,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 from refresh_outputs import comparable, mismatches, NUMBER  # noqa: E402
 
-CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]*.ipynb"))
+CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]*.ipynb")) + sorted((ROOT / "nbs").glob("p[0-9]_*.ipynb"))  # Part II, Part I
 # chapters with nothing to show (name: why); every other chapter keeps at least one output
 NOTHING_TO_SHOW = {}
 

@@ -20,28 +20,39 @@ def cells(stem): return json.loads((NBS / f"{stem}.ipynb").read_text(encoding="u
 
 
 # the chapters the book treats as reference, not lessons: a tool to look up (the index lists them under `### Reference`)
-REFERENCE = {"04_mindformers_keys", "04a_import_config", "06a_testing", "10a_cli", "10b_api"}
+# (the infrastructure chapters, atomic writes and figure fonts, are here too: they are tools, not the path)
+REFERENCE = {"00_atomic", "00_figures", "04_mindformers_keys", "04a_import_config", "06a_testing", "10a_cli", "10b_api"}
+
+
+PART_ONE, PART_TWO = "### Part I:", "### Part II:"
 
 
 def order_section():
-    "(lessons part, reference part) of the markdown of the index's 'Reading order' section."
+    """(Part I, Part II's lessons, reference) parts of the markdown of the index's 'Reading order' section: the
+    headings `### Part I: ...`, `### Part II: ...` and `### Reference` divide it."""
     text = "\n".join("".join(c["source"]) for c in cells("index") if c["cell_type"] == "markdown")
     section = text.split("## Reading order")[1].split("\n## ")[0]
-    lessons, _, reference = section.partition("### Reference")
-    return lessons, reference
+    rest, _, reference = section.partition("### Reference")
+    before, _, lessons = rest.partition(PART_TWO)
+    return before.partition(PART_ONE)[2], lessons, reference
 
 
 def linked(text): return [n[:-6] for n in re.findall(r"\]\(([\w.-]+\.ipynb)\)", text)]
 
 
-def reading_order():
-    "The lessons linked from the index's 'Reading order' section, in order (the reference chapters left out)."
+def part_one():
+    "The notebooks of Part I, 'the whole path, small', as the index lists them, in order."
     return linked(order_section()[0])
+
+
+def reading_order():
+    "The lessons of Part II linked from the index's 'Reading order' section, in order (the reference chapters left out)."
+    return linked(order_section()[1])
 
 
 def reference_chapters():
     "The chapters the index lists under `### Reference` in its 'Reading order' section, in order."
-    return linked(order_section()[1])
+    return linked(order_section()[2])
 
 
 def book_order():
@@ -91,7 +102,7 @@ def test_the_grouping_check_sees_a_reference_chapter_among_the_lessons(monkeypat
     m = sys.modules[__name__]
     lessons = "| [04 Config](04_config.ipynb) | ... |\n| [10a The `llmpt` command](10a_cli.ipynb) | ... |\n"
     reference = "".join(f"| [{s}]({s}.ipynb) |\n" for s in sorted(REFERENCE))          # listed as reference too
-    monkeypatch.setattr(m, "order_section", lambda: (lessons, reference))
+    monkeypatch.setattr(m, "order_section", lambda: ("", lessons, reference))
     with pytest.raises(AssertionError, match=r"among the lessons.*10a_cli"):
         m.test_reference_chapters_are_grouped_apart_from_the_lessons()
 
@@ -115,3 +126,12 @@ def test_the_check_sees_a_use_of_a_later_chapter():
     built = {"alpha": "a", "beta": "b", "gamma": "c"}
     assert uses_of_later_chapters(order, built, src.get) == {("a", "b"), ("b", "c")}
     assert uses_of_later_chapters(order, built, {"a": "", "b": "from llmpt_nb.alpha import g", "c": ""}.get) == set()
+
+
+def test_part_one_comes_first_and_lists_its_notebooks():
+    "Part I's notebooks (nbs/pN_*.ipynb) are listed, in name order, under the index's `### Part I:` heading, before Part II."
+    notebooks = sorted(p.stem for p in NBS.glob("p[0-9]_*.ipynb"))
+    assert notebooks and part_one() == notebooks, (part_one(), notebooks)
+    text = "\n".join("".join(c["source"]) for c in cells("index") if c["cell_type"] == "markdown")
+    section = text.split("## Reading order")[1]
+    assert section.index(PART_ONE) < section.index(PART_TWO) < section.index("### Reference"), "Part I, Part II, Reference: in that order"

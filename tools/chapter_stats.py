@@ -1,10 +1,12 @@
 """Per chapter, what a reader meets: code lines exported into the package against the lines that teach (every other
 code cell a reader sees: not `#| hide`), the longest exported cell, stored figures, whether it opens with what the
-reader will learn, and its exercises.
+reader will learn, and its exercises. Part I's notebooks (nbs/pN_*.ipynb) export nothing: for them, the code lines,
+the median and largest code cell, figures and exercises (`part_one_stats`, which tests/test_part_one.py holds to
+Part I's limits).
 
     python tools/chapter_stats.py [--json FILE]
 """
-import argparse, json, re
+import argparse, json, re, statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +41,16 @@ def chapter_stats(path):
             "exercises": sum(len(EXERCISE.findall(m)) for m in markdown)}
 
 
+def part_one_stats(path):
+    "A Part I notebook's code lines, median and largest code cell (directive lines left out), figures and exercises."
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    sizes = [len(code_lines("".join(c["source"]))[1]) for c in nb["cells"] if c["cell_type"] == "code"]
+    markdown = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    return {"code_lines": sum(sizes), "median_cell": statistics.median(sizes) if sizes else 0,
+            "largest_cell": max(sizes, default=0), "figures": chapter_stats(path)["figures"],
+            "exercises": sum(len(EXERCISE.findall(m)) for m in markdown)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="also write the table to this JSON file")
@@ -48,7 +60,11 @@ def main():
     for name, r in rows.items():
         print(f"{name:22} {r['exported']:8} {r['teaching']:8} {r['longest_exported_cell']:7} {r['figures']:7} "
               f"{'yes' if r['opening'] else 'no':>7} {r['exercises']:9}")
-    if args.json: Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    one = {p.stem: part_one_stats(p) for p in sorted((ROOT / "nbs").glob("p[0-9]_*.ipynb"))}
+    print(f"\n{'Part I':22} {'code':>8} {'median':>8} {'largest':>7} {'figures':>7} {'exercises':>9}")
+    for name, r in one.items():
+        print(f"{name:22} {r['code_lines']:8} {r['median_cell']:8} {r['largest_cell']:7} {r['figures']:7} {r['exercises']:9}")
+    if args.json: Path(args.json).write_text(json.dumps({**rows, **one}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
