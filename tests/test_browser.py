@@ -133,7 +133,8 @@ def lab(tmp_path_factory, env):
     proj = work / "project"
     (proj / "nbs").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", proj)
-    shutil.copy(ROOT / "nbs" / CHAPTER, proj / "nbs")
+    for name in (CHAPTER, "p1_attention.ipynb"):
+        shutil.copy(ROOT / "nbs" / name, proj / "nbs")
     kernelspec = json.loads((ROOT / "nbs" / CHAPTER).read_text(encoding="utf-8"))["metadata"]["kernelspec"]
     def notebook(name, *sources):   # a notebook as the project stores them: Python 3 kernelspec, no outputs
         cells = [{"cell_type": "code", "execution_count": None, "id": f"cell-{i}", "metadata": {}, "outputs": [],
@@ -258,21 +259,22 @@ def problems(state):
     return bad
 
 
-def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence):
-    nb = json.loads((ROOT / "nbs" / CHAPTER).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("chapter, figures", [(CHAPTER, 3), ("p1_attention.ipynb", 1)])   # Part II's first lesson, Part I's
+def test_chapter_00_runs_in_jupyterlab(browser, lab, evidence, chapter, figures):
+    nb = json.loads((ROOT / "nbs" / chapter).read_text(encoding="utf-8"))
     n_code = sum(c["cell_type"] == "code" for c in nb["cells"])
     n_png = sum("image/png" in o.get("data", {}) for c in nb["cells"] for o in c.get("outputs", []))
-    with keep_evidence(browser, evidence, "chapter00", lab["log"]):
-        open_notebook(browser, lab, CHAPTER, n_code)
+    with keep_evidence(browser, evidence, chapter[:-6], lab["log"]):
+        open_notebook(browser, lab, chapter, n_code)
         # the exercise solutions open collapsed, and a collapsed cell shows no execution count: open them first, as a
         # reader who wants to see every cell run does
         menu_item(browser, "View", "Expand All Code")
         run_all_cells(browser)
         s = wait(browser, 600, lambda d: finished(lab_state(d)) and lab_state(d), poll=1)
         assert not s["dialogs"], s["dialogs"]
-        assert not problems(s), f"error or warning output in {CHAPTER}: {problems(s)}"
+        assert not problems(s), f"error or warning output in {chapter}: {problems(s)}"
         images = [im for c in s["cells"] for im in c["images"]]
-        assert n_png >= 3 and len(images) == n_png, f"expected {n_png} image(s) (RoPE, the tiles, the heatmap), found {len(images)}"
+        assert n_png >= figures and len(images) == n_png, f"expected {n_png} image(s), found {len(images)}"
         assert all(im["src"].startswith("data:image/png;base64,") and im["ok"] for im in images), \
             [(im["src"][:60], im["ok"]) for im in images]
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
