@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
-           'add_setup_jupyter', 'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'build_parser',
-           'default_log_dir', 'run_command', 'resume_command', 'main', 'Interrupted']
+           'add_setup_jupyter', 'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'add_evaluate',
+           'build_parser', 'default_log_dir', 'run_command', 'resume_command', 'main', 'Interrupted']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -144,6 +144,24 @@ def add_export_config(subparsers):
     p.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write")
     return p
 
+# %% ../nbs/10a_cli.ipynb #c11c465c
+def add_evaluate(subparsers):
+    "Add `evaluate` (chapter 10g) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
+    p = _command(subparsers, "evaluate", "score a trained model on held-out text and tasks, beside a counting model and chance",
+                 ("evaluation", "run_evaluate"), "Score a model (a run folder, one of its checkpoints, or a Hugging Face folder) "
+                 "as lm-evaluation-harness scores it: held-out bits per byte, and tasks by log-likelihood (acc, acc_norm, "
+                 "standard error, centered accuracy) beside the bigram of the run's training documents and chance. A run "
+                 "folder gets eval.json.")
+    p.add_argument("path", help="a run folder of llmpt pretrain, one of its checkpoints, or a Hugging Face LLaMA / Qwen folder")
+    p.add_argument("--task", action="append", metavar="NAME[=FILE]", help="heldout, swap or continuation (the run's held-out "
+                   "documents, or FILE: one document a line), blimp=FILE (BLiMP JSONL), choices=FILE (JSONL of {context, "
+                   "choices, gold}); repeat for several (default: heldout, continuation)")
+    p.add_argument("--items", type=int, default=200, help="items of a task made from held-out documents (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="the seed those items are drawn with")
+    p.add_argument("--batch_size", type=int, default=8, help="rows scored together")
+    p.add_argument("-o", "--output", metavar="FILE", default=None, help="write the results here (default: RUN/eval.json)")
+    return p
+
 # %% ../nbs/10a_cli.ipynb #6a1bd740
 def _usage_error(message):
     "Exit 2 with one line, as argparse does for a wrong command line."
@@ -183,6 +201,7 @@ def build_parser():
     add_generate(sub)  # chapter 10d
     add_export(sub)  # chapter 10e
     add_export_config(sub)  # chapter 10f
+    add_evaluate(sub)  # chapter 10g
     add_doctor(sub)  # chapter 12
     add_setup_jupyter(sub)  # chapter 00
     add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)

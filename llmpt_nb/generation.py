@@ -195,6 +195,7 @@ class Generator:
         self.stats = []                          # per batch of the last `generate`: time to first token, tokens/s
         self.stepwise_prompt = 0                 # llmpt generate (one call, one process): 64, one graph to compile
         self.context = None                      # the config's context section, when load_generator made it
+        self.run = None                          # the run folder of the weights, when load_generator found one
 
     def decoder(self, rows, slots=0):
         """A KV-cache decoder of `rows` rows and at least `slots` slots (0: any text the model can read): one built before
@@ -270,6 +271,7 @@ def load_generator(path, cache=True):
         gen.prompt = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("prompt")
     generator = Generator(net, load_tokenizer(file), cache and gen.use_past)
     generator.context = cfg.context                                   # where `llmpt generate` runs it
+    generator.run = run                                               # its data, for `llmpt evaluate` (chapter 10g)
     return generator, gen, weights
 
 # %% ../nbs/10d_generate.ipynb #beccba34
