@@ -1,4 +1,4 @@
-"""MkDocs hooks for the workbook's site (named in mkdocs.yml; run by `mkdocs build`).
+r"""MkDocs hooks for the workbook's site (named in mkdocs.yml; run by `mkdocs build`).
 
 The notebooks in nbs/ are the only source of the site, rendered with the outputs they store (never executed).
 These hooks add what mkdocs-jupyter does not do by itself:
@@ -307,13 +307,49 @@ def shared_stylesheets(output, site_dir):
     return _STYLE.sub(link, output)
 
 
+_MERMAID = re.compile(r'<script type="module">\s*document\.addEventListener\("DOMContentLoaded", async \(\) => \{\s*'
+                      r'const diagrams = document\.querySelectorAll\("\.jp-Mermaid.*?</script>', re.S)
+_CLIPBOARD_JS = re.compile(r'<script>\s*(\(function \(global, factory\).*?ClipboardCopyElement.*?)</script>', re.S)
+_COPY_ICON = re.compile(r'(<svg aria-hidden="true" class="clipboard-copy-icon"[^>]*>)\s*(<path .*?)</svg>', re.S)
+_KEEP = re.compile(r'(<(pre|script|style|textarea|code)\b.*?</\2>)', re.S)
+# a code cell's highlighted source, then the hidden copy of it that mkdocs-jupyter keeps for the copy button
+_COPY_SOURCE = re.compile(r'(<div class="highlight[^"]*"><pre)(>(?:(?!<pre[ >]).)*?</pre>\s*</div>\s*)'
+                          r'<div class="clipboard-copy-txt[^"]*"[^>]*\bid="(cell-\d+)"[^>]*>.*?</div>', re.S)
+
+
+def lighter_page(output, site_dir):
+    """The same page in fewer bytes: mkdocs-jupyter's Mermaid loader left out where the page has no diagram (it does
+    nothing then), its copy-button script one shared file, the copy icon drawn once per page and used by every button,
+    the copy button copying the cell's highlighted source (the same text) instead of a hidden second copy of it, and
+    the indentation between tags dropped (never inside <pre>, <code>, <script>, <style> or <textarea>)."""
+    if not re.search(r'class="[^"]*jp-Mermaid', output): output = _MERMAID.sub("", output)
+    output = _COPY_SOURCE.sub(r'\1 id="\3"\2', output)
+    def script(m):
+        js = m.group(1).encode("utf-8")
+        name = f"assets/javascripts/clipboard-copy-{hashlib.sha256(js).hexdigest()[:12]}.js"
+        dest = Path(site_dir) / name
+        if not dest.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(js)
+        return f'<script src="{name}"></script>'
+    output = _CLIPBOARD_JS.sub(script, output)
+    icon = _COPY_ICON.search(output)
+    if icon:
+        symbol = f'<svg hidden><symbol id="llmpt-copy-icon" viewBox="0 0 16 16">{icon.group(2)}</symbol></svg>'
+        output = _COPY_ICON.sub(lambda m: m.group(1) + '<use href="#llmpt-copy-icon"></use></svg>', output)
+        output = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + symbol, output, count=1)
+    parts = _KEEP.split(output)         # text, kept block, its tag name, text, ...
+    return "".join(re.sub(r"\n\s+", "\n", p) if i % 3 == 0 else p for i, p in enumerate(parts) if i % 3 != 2)
+
+
 def on_post_page(output, page, config):
     """The bundled CJK font and the search note on every page, and the notebook pages' own style (PAGE_CSS), at the
-    end of <head>; the notebook CSS shared between pages; copy-button texts kept from MathJax."""
+    end of <head>; the notebook CSS shared between pages; copy-button texts kept from MathJax; `lighter_page`."""
     css = CJK_CSS + SEARCH_FROM_DISK + ("\n" + PAGE_CSS if page.file.src_uri.endswith(".ipynb") else "")
     output = output.replace('<script src="assets/mathjax/', MATHJAX_CONFIG + '\n<script src="assets/mathjax/', 1)
     output = output.replace(COPY_TEXT, 'class="clipboard-copy-txt tex2jax_ignore"')
-    return shared_stylesheets(output, config.site_dir).replace("</head>", css + "\n</head>", 1)
+    output = shared_stylesheets(output, config.site_dir).replace("</head>", css + "\n</head>", 1)
+    return lighter_page(output, config.site_dir)
 
 
 def on_post_template(output, template_name, config):

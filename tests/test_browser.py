@@ -625,15 +625,15 @@ def test_figures_fit_their_column(browser, site_url, evidence):
 
 COPY_JS = """
 const art = document.querySelector('article.md-content__inner');
-return Array.from(art.querySelectorAll('.clipboard-copy-txt')).map(e => e.textContent);
+return Array.from(art.querySelectorAll('clipboard-copy')).map(b => document.getElementById(b.getAttribute('for')).textContent);
 """
 
 
 @pytest.mark.parametrize("stem", ["glossary", "04_mindformers_keys", "07_weights", "09_launch"])
 def test_the_copy_button_copies_the_code_shown(browser, site_url, evidence, stem):
-    """The copy button of a code cell copies its hidden source text (`clipboard.writeText(node.textContent)`): after
-    MathJax has typeset the page, that text is still the cell's source, `\\[`, `\\(` and `$..$` included (MathJax once
-    read them as formulas)."""
+    """The copy button of a code cell copies the text of the element its `for` names (`clipboard.writeText(
+    node.textContent)`, the cell's highlighted source): after MathJax has typeset the page, that text is still the
+    cell's source, `\\[`, `\\(` and `$..$` included (MathJax once read them as formulas)."""
     hooks = docs_hooks()
     nb = hooks.hide_machinery(hooks.fold_solutions(json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text(encoding="utf-8"))))
     sources = ["".join(c["source"]).strip("\n") for c in nb["cells"] if c["cell_type"] == "code"]
