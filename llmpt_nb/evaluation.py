@@ -209,6 +209,9 @@ def swap_items(texts, n=200, span=2, seed=0, min_chars=12, max_chars=60):
 def continuation_items(texts, n=200, context_chars=32, length=12, choices=4, seed=0):
     "A document's first `context_chars` characters; its own next `length` among as long spans of other documents."
     rng, docs = random.Random(seed), [t for t in texts if len(t) >= context_chars + length]
+    if len(docs) < choices:
+        raise ValueError(f"the continuation task needs {choices} documents of at least {context_chars + length} "
+                         f"characters, and {len(docs)} of the {len(texts)} given are that long: give more held-out text")
     items = []
     for k in rng.sample(range(len(docs)), min(n, len(docs))):
         others = rng.sample([d for j, d in enumerate(docs) if j != k], choices - 1)
