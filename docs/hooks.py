@@ -293,17 +293,21 @@ SEARCH_FROM_DISK = """<script>document.addEventListener("DOMContentLoaded", () =
 _STYLE = re.compile(r'<style type="text/css">(.{2000,}?)</style>', re.S)
 
 
+def shared_asset(text, site_dir, stem, suffix):
+    "The site path of one copy of `text` (`assets/<stem>-<hash of text>.<suffix>`), written the first time it is asked for."
+    data = text.encode("utf-8")
+    name = f"assets/{stem}-{hashlib.sha256(data).hexdigest()[:12]}.{suffix}"
+    dest = Path(site_dir) / name
+    if not dest.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return name
+
+
 def shared_stylesheets(output, site_dir):
     """`output` with each long inline <style> block (mkdocs-jupyter's notebook CSS, 0.6 MB, the same on every page)
     replaced by a link to one copy under assets/stylesheets/, named by its content's hash, written once."""
-    def link(m):
-        css = m.group(1).encode("utf-8")
-        name = f"assets/stylesheets/notebook-{hashlib.sha256(css).hexdigest()[:12]}.css"
-        dest = Path(site_dir) / name
-        if not dest.is_file():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(css)
-        return f'<link rel="stylesheet" href="{name}">'
+    link = lambda m: f'<link rel="stylesheet" href="{shared_asset(m.group(1), site_dir, "stylesheets/notebook", "css")}">'
     return _STYLE.sub(link, output)
 
 
@@ -324,14 +328,7 @@ def lighter_page(output, site_dir):
     the indentation between tags dropped (never inside <pre>, <code>, <script>, <style> or <textarea>)."""
     if not re.search(r'class="[^"]*jp-Mermaid', output): output = _MERMAID.sub("", output)
     output = _COPY_SOURCE.sub(r'\1 id="\3"\2', output)
-    def script(m):
-        js = m.group(1).encode("utf-8")
-        name = f"assets/javascripts/clipboard-copy-{hashlib.sha256(js).hexdigest()[:12]}.js"
-        dest = Path(site_dir) / name
-        if not dest.is_file():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(js)
-        return f'<script src="{name}"></script>'
+    script = lambda m: f'<script src="{shared_asset(m.group(1), site_dir, "javascripts/clipboard-copy", "js")}"></script>'
     output = _CLIPBOARD_JS.sub(script, output)
     icon = _COPY_ICON.search(output)
     if icon:
