@@ -262,16 +262,15 @@ def task_requests(name, items):
 
 def score_task(name, items, scorers, tok, progress=None):
     "Each scorer's summary of a task, with every item's choice log-likelihoods (what lm-eval's per-item output holds)."
-    out = {}
+    out, groups = {}, sorted({it.group for it in items if it.group})
+    ends = np.cumsum([len(it.choices) for it in items])[:-1]            # where each item's choices end
     for who, scorer in scorers.items():
         lls = loglikelihoods(scorer, tok, task_requests(name, items), progress)
-        out[who] = summarize(items, item_scores(items, lls))
-        groups = sorted({it.group for it in items if it.group})
-        if len(groups) > 1:
-            out[who]["groups"] = {g: summarize(*zip(*[(it, s) for it, s in zip(items, item_scores(items, lls)) if it.group == g]))
-                                  for g in groups}
-        k = 0; out[who]["loglikelihoods"] = []
-        for it in items: out[who]["loglikelihoods"].append([lls[k + j][0] for j in range(len(it.choices))]); k += len(it.choices)
+        scores = item_scores(items, lls)
+        out[who] = summarize(items, scores)
+        if len(groups) > 1:                                             # BLiMP: each phenomenon too
+            out[who]["groups"] = {g: summarize(*zip(*[(it, s) for it, s in zip(items, scores) if it.group == g])) for g in groups}
+        out[who]["loglikelihoods"] = [p.tolist() for p in np.split(np.array([ll for ll, _ in lls]), ends)]
     return out
 
 # %% ../nbs/10g_evaluate.ipynb #b6853a9e
