@@ -202,6 +202,8 @@ def build_parser():
     add_export(sub)  # chapter 10e
     add_export_config(sub)  # chapter 10f
     add_evaluate(sub)  # chapter 10g
+    sub.add_parser("lm-eval", add_help=False, help="lm-evaluation-harness's command line with the model llmpt_nb (chapter "
+                   "10h): llmpt lm-eval --model llmpt_nb --model_args pretrained=PATH --tasks ...")
     add_doctor(sub)  # chapter 12
     add_setup_jupyter(sub)  # chapter 00
     add_launch_command(sub).set_defaults(launcher=True)  # launch (chapter 09a)
@@ -266,6 +268,10 @@ def main(argv=None):
     "Entry point of the `llmpt` command."
     if hasattr(sys.stdout, "reconfigure"):  # each log line at once, also into a pipe or file (`llmpt pretrain | tee log`)
         sys.stdout.reconfigure(line_buffering=True)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["lm-eval"]:               # the harness parses its own options (chapter 10h)
+        try: return importlib.import_module("llmpt_nb.harness").lm_eval_main(argv[1:])
+        except ImportError as e: print(f"llmpt: error: {e}", file=sys.stderr); return 2
     args, rest = build_parser().parse_known_args(argv)
     if getattr(args, "launcher", False):  # `llmpt launch ... -- COMMAND`: msrun runs COMMAND on every worker
         command = args.command[1:] if args.command[:1] == ["--"] else args.command

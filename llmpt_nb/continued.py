@@ -396,6 +396,9 @@ class ContinuedPretraining(Job):
     def check(self, cfg, world):
         if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
             raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
+        if cfg.callbacks.eval_tasks:
+            raise ValueError("callbacks.eval_tasks scores a causal model's choices (chapter 10g); a masked language "
+                             "model's continued pretraining is judged by its held-out MLM loss: remove the key")
 
     def start(self, cfg, out, rank, world, resumed): return start_mlm_run(cfg, out, rank, world, self.verbose)
 

@@ -10,14 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from fastcore.basics import patch
+from fastcore.basics import patch, patch_to
+from .registry import register
 
 # %% auto #0
 __all__ = ['NORMS', 'TEXT_TASKS', 'FILE_TASKS', 'DEFAULT_TASKS', 'log_softmax', 'prefix_id', 'encode_pair', 'bucket', 'NetScorer',
-           'BigramScorer', 'loglikelihoods', 'rolling_pairs', 'text_loss', 'Item', 'read_jsonl', 'blimp_items',
-           'choice_items', 'mean_stderr', 'item_scores', 'summarize', 'swap_items', 'continuation_items',
-           'run_documents', 'run_bigram', 'parse_task', 'read_texts', 'task_requests', 'score_task', 'format_results',
-           'run_data', 'evaluate', 'run_evaluate']
+           'BigramScorer', 'loglikelihoods', 'rolling_pairs', 'rolling_loglikelihoods', 'text_loss', 'Item',
+           'read_jsonl', 'blimp_items', 'choice_items', 'mean_stderr', 'item_scores', 'summarize', 'swap_items',
+           'continuation_items', 'run_documents', 'run_bigram', 'parse_task', 'read_texts', 'task_items',
+           'task_requests', 'score_task', 'format_results', 'run_data', 'evaluate', 'run_evaluate', 'TaskEval']
 
 # %% ../nbs/10g_evaluate.ipynb #267641b5
 def log_softmax(z):
@@ -108,11 +109,21 @@ def rolling_pairs(ids, prefix, max_length):
         s = e
     return out
 
+def rolling_loglikelihoods(scorer, tok, texts, progress=None):
+    "Each text's total log-likelihood, every token scored once (lm-eval's `loglikelihood_rolling`), and its tokens."
+    owner, pairs = [], []
+    for i, text in enumerate(texts):
+        windows = rolling_pairs(tok.encode(text), prefix_id(tok), scorer.max_length)
+        owner += [i] * len(windows); pairs += windows
+    totals, tokens = [0.0] * len(texts), [0] * len(texts)
+    for i, (_, x), (lp, _) in zip(owner, pairs, scorer.score(pairs, progress)):
+        totals[i] += float(lp.sum()); tokens[i] += len(x)
+    return totals, tokens
+
 def text_loss(scorer, tok, texts, progress=None):
     "Loss of whole texts: nats per token, bits per UTF-8 byte (comparable across tokenizers), and the counts."
-    pairs = [p for t in texts for p in rolling_pairs(tok.encode(t), prefix_id(tok), scorer.max_length)]
-    nats = -sum(float(lp.sum()) for lp, _ in scorer.score(pairs, progress))
-    tokens, n_bytes = sum(len(x) for _, x in pairs), sum(len(t.encode("utf-8")) for t in texts)
+    totals, counts = rolling_loglikelihoods(scorer, tok, texts, progress)
+    nats, tokens, n_bytes = -sum(totals), sum(counts), sum(len(t.encode("utf-8")) for t in texts)
     return dict(nats_per_token=nats / tokens, bits_per_byte=nats / math.log(2) / n_bytes, tokens=tokens,
                 bytes=n_bytes, documents=len(texts))
 
@@ -254,6 +265,11 @@ def read_texts(path):
     try: return [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
     except UnicodeDecodeError as e: raise ValueError(f"{path} is not UTF-8 text (byte {e.start})") from None
 
+def task_items(name, file, texts, n=200, seed=0):
+    "A task's items: read from its JSONL `file`, or built with a fixed seed from `file`'s documents or else `texts`."
+    if name in FILE_TASKS: return FILE_TASKS[name][0](file)
+    return TEXT_TASKS[name](read_texts(file) if file else texts, n=n, seed=seed)
+
 # %% ../nbs/10g_evaluate.ipynb #d2f2e478
 def task_requests(name, items):
     "The (context, continuation) requests of a task's items, each choice after the task's delimiter."
@@ -324,7 +340,7 @@ def evaluate(path, tasks=DEFAULT_TASKS, n=200, seed=0, batch_size=8, output=None
             if name == "heldout":
                 results[name] = {w: text_loss(s, tok, texts.get(name, heldout), bar) for w, s in scorers.items()}
             else:
-                items = file_items.get(name) or TEXT_TASKS[name](texts.get(name, heldout), n=n, seed=seed)
+                items = file_items.get(name) or task_items(name, None, texts.get(name, heldout), n, seed)
                 results[name] = score_task(name, items, scorers, tok, bar)
     record = dict(model=str(weights), tasks=results)
     dest = Path(output) if output else gen.run / "eval.json" if data is not None else None   # a run of this machine
@@ -336,3 +352,44 @@ def run_evaluate(args, overrides=()):
     "`llmpt evaluate`: the table on the terminal, eval.json in the run folder (or --output); returns the record."
     if overrides: raise ValueError(f"llmpt evaluate has no option {overrides[0].split('=')[0]!r}: see llmpt evaluate --help")
     return evaluate(args.path, args.task or DEFAULT_TASKS, args.items, args.seed, args.batch_size, args.output)
+
+# %% ../nbs/10g_evaluate.ipynb #243edf77
+@register("callback")
+class TaskEval:
+    """A `Trainer` callback (chapter 05's `on_evaluate`): at each held-out evaluation the model's accuracy on `tasks`
+    (as `llmpt evaluate` names them; items built once from held-out `texts`) joins the record as `TASK_acc` and
+    `TASK_acc_stderr`, with the `bigram`'s accuracy (`TASK_bigram_acc`) and chance (`TASK_chance`)."""
+    def __init__(self, tasks, tok, texts, bigram=None, n=200, seed=0, batch_size=8):
+        self.tok, self.batch_size = tok, batch_size
+        self.items = {name: task_items(name, f, texts, n, seed) for name, f in self.check(tasks)}
+        self.fixed = {}
+        for name, items in self.items.items():
+            self.fixed[f"{name}_chance"] = float(np.mean([1 / len(it.choices) for it in items]))
+            if bigram is not None:
+                self.fixed[f"{name}_bigram_acc"] = score_task(name, items, {"b": BigramScorer(bigram)}, tok)["b"]["acc"]
+
+    @staticmethod
+    def check(tasks):
+        "The (name, file) of `callbacks.eval_tasks`, checked before a run touches any file."
+        specs = [parse_task(t) for t in tasks]
+        if any(name == "heldout" for name, _ in specs):
+            raise ValueError("callbacks.eval_tasks: held-out loss is measured at every evaluation already; name tasks "
+                             f"({', '.join((*TEXT_TASKS, *FILE_TASKS))})")
+        return specs
+
+# %% ../nbs/10g_evaluate.ipynb #864bb0c2
+@patch_to(TaskEval, cls_method=True)
+def from_run(cls, tasks, tok, data_dir, **kw):
+    "The callback of a prepared run: its held-out documents, and the bigram of its training documents."
+    return cls(tasks, tok, tok.decode(run_documents(data_dir, "val", tok.eos_id)), run_bigram(data_dir, tok), **kw)
+
+@patch_to(TaskEval)
+def on_evaluate(self, trainer, rec):
+    "Score every task with the model as it is now; the accuracies join the evaluation's record `rec`."
+    trainer.net.set_train(False)
+    scorer = NetScorer(trainer.net, self.batch_size)
+    for name, items in self.items.items():
+        r = score_task(name, items, {"model": scorer}, self.tok)["model"]
+        rec[f"{name}_acc"], rec[f"{name}_acc_stderr"] = r["acc"], r["acc_stderr"]
+    trainer.net.set_train(True)
+    rec.update(self.fixed)

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['flops_per_token', 'measure_matmul_flops', 'peak_rss_mb', 'matmul_parameters', 'cache_dir', 'peak_cache_file',
-           'find_peak_flops', 'format_record', 'plot_losses']
+           'find_peak_flops', 'format_record', 'plot_losses', 'plot_task_accuracy']
 
 # %% ../nbs/04c_metrics.ipynb #4c000005
 import json, os, platform, resource, time
@@ -102,5 +102,19 @@ def plot_losses(history, eval_history=(), ax=None, references=None):
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls="--", lw=1, color=f"C{i + 2}", label=f"{name} {value:.2f}")
     ax.set(xlabel="optimizer step", ylabel="loss (nats/token)", title="training loss")
-    ax.legend(); ax.grid(alpha=0.3)
+    acc = plot_task_accuracy(eval_history, ax.twinx()) if any(k.endswith("_acc") for h in eval_history for k in h) else None
+    handles = [h for a in (ax, acc) if a for h in a.get_legend_handles_labels()[0]]
+    ax.legend(handles=handles, fontsize="small" if acc else None); ax.grid(alpha=0.3)
+    return ax
+
+def plot_task_accuracy(eval_history, ax):
+    """Task accuracy at each evaluation (records' `TASK_acc`, chapter 10g) on `ax`, with the bigram's (`TASK_bigram_acc`)
+    and chance (`TASK_chance`) as flat lines in the task's colour; returns the Axes."""
+    tasks = sorted({k[:-4] for h in eval_history for k in h if k.endswith("_acc") and not k.endswith("_bigram_acc")})
+    for i, t in enumerate(tasks):
+        rows, color = [h for h in eval_history if f"{t}_acc" in h], f"C{i + 5}"
+        ax.plot([h["step"] for h in rows], [h[f"{t}_acc"] for h in rows], "s:", color=color, label=f"{t} accuracy")
+        for key, style, name in ((f"{t}_bigram_acc", "-.", "bigram"), (f"{t}_chance", ":", "chance")):
+            if key in rows[-1]: ax.axhline(rows[-1][key], ls=style, lw=1, color=color, label=f"{t}: {name} {rows[-1][key]:.2f}")
+    ax.set(ylabel="task accuracy", ylim=(0, 1))
     return ax

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['SMOKE_OVERRIDES', 'resolve_config', 'load_documents', 'prepare_settings', 'tokenizer_file', 'prepare_run_tokenizer',
            'prepare', 'check_memory', 'checkpoint_tokenizer', 'check_pretrained', 'model_at', 'load_pretrained',
-           'build_model', 'existing_data', 'start_run', 'ChangesRecord', 'sample_text', 'held_out_opening',
-           'finish_run', 'Pretraining', 'pretrain']
+           'build_model', 'existing_data', 'task_callback', 'start_run', 'ChangesRecord', 'sample_text',
+           'held_out_opening', 'finish_run', 'Pretraining', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import json, sys
@@ -238,6 +238,12 @@ def existing_data(cfg, out):
 
 
 # %% ../nbs/10_pretrain.ipynb #de389f8f
+REGISTRY.expect("callback", "TaskEval", "llmpt_nb.evaluation")   # chapter 10g registers it where it defines it
+
+def task_callback():
+    "The callback that scores `callbacks.eval_tasks` at each held-out evaluation (chapter 10g's `TaskEval`)."
+    return REGISTRY.get("callback", "TaskEval")
+
 def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True):
     """Tokenizer and MindRecord (rank 0, new runs only), datasets, model and `Trainer`: everything is built and checked
     before the first step. Returns a namespace with tok, report, counts, net, trainer."""
@@ -271,7 +277,8 @@ def start_run(cfg, out, rank=0, world=1, resumed=False, live=False, verbose=True
     if world > 1:
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
-    callbacks = config_callbacks(cfg) + ([LivePlot(references=refs)] if live else [])
+    tasks = [task_callback().from_run(cfg.callbacks.eval_tasks, tok, data_dir)] if cfg.callbacks.eval_tasks else []
+    callbacks = config_callbacks(cfg) + tasks + ([LivePlot(references=refs)] if live else [])
     trainer = Trainer.from_config(net, cfg, train_data, val_ds, callbacks, verbose and rank == 0, cells, base)
     if trainer.warmup_steps > trainer.steps_per_epoch and rank == 0:  # e.g. a max_steps far beyond the data
         print(f"warning: the learning-rate warmup alone ({trainer.warmup_steps} optimizer steps) is longer than one pass "
@@ -347,6 +354,7 @@ class Pretraining(Job):
         if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
             raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
                              "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
+        if cfg.callbacks.eval_tasks: task_callback().check(cfg.callbacks.eval_tasks)   # a wrong task, before any file
         check_memory(cfg, world)
 
     def start(self, cfg, out, rank, world, resumed): return start_run(cfg, out, rank, world, resumed, self.live, self.verbose)

@@ -186,8 +186,10 @@ class Trainer:
     (chapter 11's MLM loss), several ranks or ZeRO; without them the Trainer builds its own. `baselines` (chapter 02b's):
     their held-out losses are drawn beside the run's, and evaluations report bits per character. `settings`: a
     `TrainSettings` (`Trainer.from_config(net, cfg, ...)` reads them from a config).
-    `callbacks` hook into `fit` (`before_fit`, `after_step`, `on_stop`), run by their `order`: the loss scale (-1), the
-    live plot (0), then the checkpoint (1); chapter 09b's `config_callbacks(cfg)` are the ones every run needs."""
+    `callbacks` hook into `fit` (`before_fit`, `after_step`, `on_stop`, and `on_evaluate`, which may add numbers to a
+    held-out evaluation's record before it is logged: chapter 10g's task accuracy), run by their `order`: the loss
+    scale (-1), the live plot (0), then the checkpoint (1); chapter 09b's `config_callbacks(cfg)` are the ones every
+    run needs."""
     def __init__(self, net, settings, train_data, val_ds=None, callbacks=(), verbose=True, cells=None, baselines=None):
         if not isinstance(settings, TrainSettings):
             raise TypeError(f"Trainer takes TrainSettings, not {type(settings).__name__}: build it from a config with "
@@ -300,8 +302,9 @@ def format_eval(rec):
     "A held-out evaluation as the log shows it, beside its references."
     refs = [f"{k[:-5]} {v:.4f}" for k, v in rec.items() if k.endswith("_loss") and k != "eval_loss"]
     bpc = f" ({rec['eval_bits_per_char']:.3f} bits/char)" if "eval_bits_per_char" in rec else ""
+    tasks = [f"{k[:-4]} acc {v:.3f}" for k, v in rec.items() if k.endswith("_acc") and not k.endswith("_bigram_acc")]
     return (f"step {rec['step']} held-out loss {rec['eval_loss']:.4f}{bpc} perplexity {rec['eval_ppl']:.1f}"
-            + (f" | {', '.join(refs)} (nats/token)" if refs else ""))
+            + (f" | {', '.join(refs)} (nats/token)" if refs else "") + (f" | {', '.join(tasks)}" if tasks else ""))
 
 @patch
 def _log(self: Trainer, rec):
@@ -357,7 +360,7 @@ def last_checkpoint(self: Trainer):
 
 @patch
 def _call(self: Trainer, hook, *args):
-    "Run `hook` (before_fit, after_step, on_stop) of every callback that has it, in order."
+    "Run `hook` (before_fit, after_step, on_evaluate, on_stop) of every callback that has it, in order."
     for c in self.callbacks:
         if hasattr(c, hook):
             getattr(c, hook)(self, *args)
@@ -434,6 +437,7 @@ def _loop(self: Trainer, batches, bar, stop):
         last = self.step == self.total_steps
         if self.val_ds is not None and (self.step % s.eval_interval == 0 or last):
             erec = self.eval_record(self.evaluate(None if last else s.eval_batches))  # the last one: every row
+            self._call("on_evaluate", erec)                          # e.g. task accuracy joins the record
             self.eval_history.append(erec); self._log(erec)
             if self.verbose and self.is_main:
                 tqdm.write(format_eval(erec), file=sys.stdout)

@@ -1,7 +1,8 @@
 """`llmpt evaluate` as a user runs it (chapter 10g): on a run folder (held-out bits per byte and the Chinese tasks beside
 the bigram of the run's training documents and chance, written to eval.json), on a Hugging Face folder (BLiMP's
 pairs scored sentence by sentence as transformers scores them), and the errors of broken task files and of a model
-folder without a tokenizer: one sentence, exit 2, nothing written."""
+folder without a tokenizer: one sentence, exit 2, nothing written. Tasks scored while a run trains
+(`callbacks.eval_tasks`), and `llmpt lm-eval` (chapter 10h) answering a harness task as the harness's `hf` model does."""
 import json
 import numpy as np
 import pytest
@@ -35,15 +36,10 @@ def hf_dir(tmp_path_factory, blimp_sample):
     <|endoftext|> as BOS and EOS (SmolLM2's layout)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from tokenizers import Tokenizer, models, trainers, pre_tokenizers, decoders
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer, bpe.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    from llmpt_nb.testing import tiny_bpe_tokenizer
     sentences = [r[k] for r in map(json.loads, BLIMP.read_text(encoding="utf-8").splitlines()) for k in ("sentence_good", "sentence_bad")]
-    bpe.train_from_iterator(sentences, trainers.BpeTrainer(vocab_size=600, special_tokens=[EOS], show_progress=False,
-                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     folder = tmp_path_factory.mktemp("hf") / "llama"
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=EOS, eos_token=EOS)
-    tok.save_pretrained(str(folder))
+    tok = tiny_bpe_tokenizer(sentences, folder, vocab_size=600)
     config = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                       initializer_range=0.2, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
@@ -120,3 +116,56 @@ def test_a_model_folder_without_a_tokenizer_is_refused(hf_dir, blimp_sample, tmp
     r = llmpt("evaluate", bare, "--task", f"blimp={blimp_sample}", "--output", out, env=env)
     assert r.returncode == 2 and "no tokenizer comes with" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert not out.exists()
+
+
+def test_tasks_scored_while_a_run_trains(tmp_path, env):
+    "`callbacks.eval_tasks`: each evaluation's record in metrics.jsonl and TensorBoard has the accuracy, the bigram's, chance."
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={out}", "--runner_config.max_steps=4", "--callbacks.eval_interval=2",
+              "--callbacks.eval_tasks=[continuation]", "--tensorboard.tensorboard_dir=tb", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    evals = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if "eval_loss" in l]
+    assert [e["step"] for e in evals] == [2, 4] and "continuation acc" in r.stdout, r.stdout[-2000:]
+    for e in evals:
+        assert 0 <= e["continuation_acc"] <= 1 and e["continuation_acc_stderr"] >= 0 and e["continuation_chance"] == 0.25, e
+        assert 0 <= e["continuation_bigram_acc"] <= 1, e
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(out / "tb")); events.Reload()
+    assert [s.value for s in events.Scalars("eval/continuation_acc")] == pytest.approx([e["continuation_acc"] for e in evals])
+
+
+@pytest.mark.parametrize("task, said", [("[heldout]", "held-out loss is measured at every evaluation already"),
+                                        ("[lambada]", "unknown task 'lambada'"), ("[blimp]", "task blimp reads a JSONL file")])
+def test_a_wrong_training_task_is_refused_before_any_file(tmp_path, env, task, said):
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--callbacks.eval_tasks={task}", env=env)
+    assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert not out.exists()
+
+
+def test_lm_eval_answers_as_the_harness_hf_model(hf_dir, blimp_sample, tmp_path, env):
+    """`llmpt lm-eval --model llmpt_nb` and the harness's own `lm_eval --model hf` on the same folder and a local BLiMP
+    task: every log-likelihood equal within 1e-3 nats, the same accuracy, and those of `llmpt evaluate`."""
+    pytest.importorskip("lm_eval")
+    import subprocess
+    from conftest import bin_path
+    from llmpt_nb.harness import BLIMP_TASK, local_task
+    tasks = tmp_path / "tasks"
+    local_task(tasks, "blimp_local", blimp_sample, **BLIMP_TASK)
+    offline = dict(env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    def samples(cmd, model, args):
+        out = tmp_path / model
+        r = subprocess.run([*cmd, "--model", model, "--model_args", args, "--include_path", str(tasks), "--tasks", "blimp_local",
+                            "--log_samples", "--output_path", str(out), "--batch_size", "8", "--device", "cpu"], env=offline, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "blimp_local" in r.stdout, r.stdout[-2000:]
+        rows = [json.loads(l) for f in out.rglob("samples_blimp_local_*.jsonl") for l in f.read_text().splitlines()]
+        return np.array([[float(x[0][0]) for x in s["resps"]] for s in sorted(rows, key=lambda s: s["doc_id"])])  # written as text
+    ours = samples([bin_path("llmpt"), "lm-eval"], "llmpt_nb", f"pretrained={hf_dir}")
+    theirs = samples([bin_path("lm_eval")], "hf", f"pretrained={hf_dir},dtype=float32")
+    assert ours.shape == theirs.shape == (134, 2) and np.abs(ours - theirs).max() < 1e-3, np.abs(ours - theirs).max()
+    assert np.mean(ours[:, 0] > ours[:, 1]) == np.mean(theirs[:, 0] > theirs[:, 1])
+    r = llmpt("evaluate", hf_dir, "--task", f"blimp={blimp_sample}", "--output", tmp_path / "eval.json", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    mine = json.loads((tmp_path / "eval.json").read_text())["tasks"]["blimp"]["model"]["loglikelihoods"]
+    assert np.abs(np.array(mine) - ours).max() < 1e-5             # the same functions, batched in another order
