@@ -29,7 +29,7 @@ def run(name, overrides):
     out = Path(tempfile.mkdtemp()) / "run"
     cmd = ["llmpt", "pretrain", f"--output_dir={out}", "--callbacks.eval_tasks=[continuation]",
            "--callbacks.save_checkpoint_steps=100000"] + [f"--{o}" for o in overrides]
-    t0 = time.perf_counter()
+    machine, t0 = describe(), time.perf_counter()      # the load before the run, not the run's own
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     s = json.loads((out / "summary.json").read_text())
@@ -43,7 +43,7 @@ def run(name, overrides):
                 continuation_acc=last["continuation_acc"], continuation_acc_stderr=last["continuation_acc_stderr"],
                 continuation_bigram_acc=last["continuation_bigram_acc"], continuation_chance=last["continuation_chance"],
                 curve=[dict(step=e["step"], eval_loss=e["eval_loss"], continuation_acc=e["continuation_acc"]) for e in evals],
-                machine=describe())
+                machine=machine)
 
 
 def main():

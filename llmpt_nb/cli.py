@@ -271,7 +271,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["lm-eval"]:               # the harness parses its own options (chapter 10h)
         try: return importlib.import_module("llmpt_nb.harness").lm_eval_main(argv[1:])
-        except ImportError as e: print(f"llmpt: error: {e}", file=sys.stderr); return 2
+        except (ImportError, ValueError, OSError) as e: print(f"llmpt: error: {_message(e)}", file=sys.stderr); return 2
     args, rest = build_parser().parse_known_args(argv)
     if getattr(args, "launcher", False):  # `llmpt launch ... -- COMMAND`: msrun runs COMMAND on every worker
         command = args.command[1:] if args.command[:1] == ["--"] else args.command

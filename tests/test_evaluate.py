@@ -169,3 +169,12 @@ def test_lm_eval_answers_as_the_harness_hf_model(hf_dir, blimp_sample, tmp_path,
     assert r.returncode == 0, r.stderr[-3000:]
     mine = json.loads((tmp_path / "eval.json").read_text())["tasks"]["blimp"]["model"]["loglikelihoods"]
     assert np.abs(np.array(mine) - ours).max() < 1e-5             # the same functions, batched in another order
+
+
+def test_lm_eval_names_a_path_that_is_not_a_model(blimp_sample, tmp_path, env):
+    pytest.importorskip("lm_eval")
+    from llmpt_nb.harness import BLIMP_TASK, local_task
+    local_task(tmp_path / "tasks", "blimp_local", blimp_sample, **BLIMP_TASK)
+    r = llmpt("lm-eval", "--model", "llmpt_nb", "--model_args", f"pretrained={tmp_path / 'nothing'}", "--include_path",
+              tmp_path / "tasks", "--tasks", "blimp_local", env=dict(env, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1"))
+    assert r.returncode == 2 and "is not a model" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
