@@ -102,9 +102,11 @@ def plot_losses(history, eval_history=(), ax=None, references=None):
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls="--", lw=1, color=f"C{i + 2}", label=f"{name} {value:.2f}")
     ax.set(xlabel="optimizer step", ylabel="loss (nats/token)", title="training loss")
-    acc = plot_task_accuracy(eval_history, ax.twinx()) if any(k.endswith("_acc") for h in eval_history for k in h) else None
-    handles = [h for a in (ax, acc) if a for h in a.get_legend_handles_labels()[0]]
-    ax.legend(handles=handles, fontsize="small" if acc else None); ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3)
+    if not any(k.endswith("_acc") for h in eval_history for k in h): ax.legend(); return ax
+    acc = plot_task_accuracy(eval_history, ax.twinx())     # task accuracy on a right axis, one legend beside the plot
+    acc.legend(handles=ax.get_legend_handles_labels()[0] + acc.get_legend_handles_labels()[0], loc="upper left",
+               bbox_to_anchor=(1.12, 1), fontsize="small")
     return ax
 
 def plot_task_accuracy(eval_history, ax):
