@@ -248,9 +248,10 @@ def run_command(args, overrides):
     return summary
 
 
-def resume_command(output_dir):
-    "The command that continues the run in `output_dir` (under `llmpt launch` when this process is one of its workers)."
-    cmd = f"llmpt pretrain --resume --output_dir={output_dir}"
+def resume_command(output_dir, command="pretrain"):
+    """The command that continues the run of `llmpt COMMAND` in `output_dir` (under `llmpt launch` when this process is
+    one of its workers)."""
+    cmd = f"llmpt {command} --resume --output_dir={output_dir}"
     workers = os.environ.get("MS_WORKER_NUM") if os.environ.get("MS_ROLE") else None
     return f"llmpt launch --workers {workers} -- {cmd}" if workers else cmd
 
@@ -288,7 +289,7 @@ def main(argv=None):
         result = run_command(args, _split_overrides(rest))
     except KeyboardInterrupt as e:
         if hasattr(e, "exit_code"):  # StopRequested (chapter 05): the step finished and a checkpoint was written
-            print(f"llmpt: {e}.\nResume with: {resume_command(e.output_dir)}", file=sys.stderr)
+            print(f"llmpt: {e}.\nResume with: {resume_command(e.output_dir, args.command)}", file=sys.stderr)
             return e.exit_code
         signum = getattr(e, "signum", signal.SIGINT)     # SIGTERM outside training: _interrupt says which
         trains = args.command in ("pretrain", "continue-pretrain")

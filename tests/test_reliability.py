@@ -478,3 +478,20 @@ def test_killed_worker_log_keeps_its_last_lines(tmp_path):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = launch(["python", "-c", src], workers=2, log_dir=tmp_path, timeout=120)
     assert code != 0 and "rank 1 reached step 7" in err.getvalue(), err.getvalue()
+
+
+def test_a_stopped_continue_pretrain_is_told_to_resume_with_continue_pretrain(tmp_path, env):
+    "The resume line names the command that was stopped, and running that line continues the run to its end."
+    pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    proc = start(["continue-pretrain", "--smoke", "--runner_config.max_steps=12", "--callbacks.log_interval=1",
+                  f"--output_dir={out}"], env)
+    wait_for_step(proc, 2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    said = f"Resume with: llmpt continue-pretrain --resume --output_dir={out}"
+    assert proc.returncode in (130, 143) and said in stderr and "Traceback" not in stderr, stderr[-3000:]
+    r = subprocess.run([bin_path("llmpt"), *said.split(": ", 1)[1].split()[1:]], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and "resumed from step" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert json.loads((out / "summary.json").read_text())["steps"] == 12
