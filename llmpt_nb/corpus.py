@@ -63,7 +63,7 @@ def _lines(path, progress=None):
     """The lines of a text file (plain, .gz or .zst) one at a time, decoded as UTF-8 (a leading BOM dropped), without
     their line break; a clear error for another encoding or a damaged archive. `progress(n)` is told the bytes of the
     file on disk read so far, now and then."""
-    path, offset, told = Path(path), 0, 0
+    path, offset, told, n_control, n_chars = Path(path), 0, 0, 0, 0
     try:
         f, disk = _open_binary(path)
         with disk, f:
@@ -79,9 +79,15 @@ def _lines(path, progress=None):
                     raise ValueError(f"{path} is not a text file: a NUL byte at offset {offset + raw.index(0)} (binary "
                                      "data named as text); remove it from the corpus")
                 line, offset = line.rstrip('\r\n'), offset + len(raw)
-                if _CONTROL.search(line) and len(_CONTROL.findall(line)) > max(3, len(line) // 10):
-                    raise ValueError(f"{path} is not a text file: line {i + 1} has {len(_CONTROL.findall(line)):,} control "
+                control = len(_CONTROL.findall(line))
+                if control > max(3, len(line) // 10):
+                    raise ValueError(f"{path} is not a text file: line {i + 1} has {control:,} control "
                                      f"characters in {len(line):,} (binary data named as text); remove it from the corpus")
+                n_control, n_chars = n_control + control, n_chars + len(line)       # short lines add up
+                if n_control > max(3, n_chars // 10):
+                    raise ValueError(f"{path} is not a text file: {n_control:,} of its first {n_chars:,} characters (to "
+                                     f"line {i + 1}) are control characters (binary data named as text); remove it from "
+                                     "the corpus")
                 yield line
             if progress: progress(disk.tell() - told)
     except _ARCHIVE_ERRORS as e:

@@ -119,15 +119,17 @@ def test_blended_corpus_trains_by_weight(tmp_path, env):
 
 
 def test_files_that_are_not_text_and_one_source_written_twice_are_refused(tmp_path):
-    """A 0-byte .gz, a file of binary bytes named .txt (with NUL bytes or only other control characters), and one blend
-    source written as a/b and a/b/ each get a sentence."""
+    """A 0-byte .gz, a file of binary bytes named .txt (with NUL bytes, or only other control characters: many to a line
+    or a few), and one blend source written as a/b and a/b/ each get a sentence."""
     import pytest
     from llmpt_nb.corpus import blend_entries, load_corpus
     (tmp_path / "empty").mkdir(); (tmp_path / "empty" / "part.txt.gz").write_bytes(b"")
     (tmp_path / "binary").mkdir(); (tmp_path / "binary" / "data.txt").write_bytes(bytes(range(32)) * 800)
     (tmp_path / "control").mkdir(); (tmp_path / "control" / "data.txt").write_bytes(bytes(range(1, 32)) * 800)  # no NUL
+    (tmp_path / "short").mkdir(); (tmp_path / "short" / "data.txt").write_bytes(b"\x01\x02\x03\n" * 500)  # few a line
     for folder, needle in [("empty", "is empty (0 bytes), not a .gz archive"), ("binary", "is not a text file: a NUL byte"),
-                           ("control", "is not a text file: line 1 has 8 control characters in 9")]:
+                           ("control", "is not a text file: line 1 has 8 control characters in 9"),
+                           ("short", "is not a text file: 6 of its first 6 characters (to line 2) are control characters")]:
         with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
             load_corpus(str(tmp_path / folder))
     with pytest.raises(ValueError, match="corpus entries 0 and 1 are both"):
