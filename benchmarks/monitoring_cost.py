@@ -19,7 +19,7 @@ import numpy as np
 import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
 import mindspore.dataset as mds
 from llmpt_nb.config import load_config
-from llmpt_nb.pipeline import build_model
+from llmpt_nb.build import build_model
 from llmpt_nb.run import config_callbacks
 from llmpt_nb.trainer import Trainer, set_context
 steps, extra = int(sys.argv[1]), sys.argv[2:]

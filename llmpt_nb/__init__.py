@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 __version__ = "0.0.1"
 
 _API = {   # public name -> the llmpt_nb module that defines it
-    'pretrain': 'pipeline', 'build_model': 'pipeline', 'resolve_config': 'pipeline',
+    'pretrain': 'pipeline', 'build_model': 'build', 'resolve_config': 'run',
     'continue_pretrain': 'continued',
     'load_config': 'config', 'Config': 'config', 'register': 'registry',
     'import_config': 'import_config',

@@ -11,6 +11,7 @@ import json, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
 from .config import load_config
+from .rundir import RunDir
 
 # %% ../nbs/08_precision.ipynb #46ef5595
 AMP_LEVELS = {"O0": ("float32", "float32"), "O1": ("low", "float32"), "O2": ("low", "low")}
@@ -84,13 +85,12 @@ def memory_table(mc, world=8, micro_batch=1, recompute=False):
 def measure_setting(overrides, steps=6, workdir=None):
     """Run `llmpt pretrain --smoke` with `overrides` in a fresh process; returns peak RSS (MiB), median tokens/s, the
     last loss and the run's model config (from the config.yaml it wrote)."""
-    out = Path(workdir or tempfile.mkdtemp()) / "run"
+    out = RunDir(Path(workdir or tempfile.mkdtemp()) / "run")
     cmd = [str(Path(sys.executable).parent / "llmpt"), "pretrain", "--smoke", f"--output_dir={out}",
            f"--runner_config.max_steps={steps}", "--callbacks.eval_interval=1000", *overrides]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"{' '.join(overrides)} failed:\n{r.stderr[-2000:]}")
-    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
-    steps = [x for x in rows if "loss" in x]
+    steps = [x for x in out.records() if "loss" in x]
     return dict(peak_rss_mb=max(x["peak_rss_mb"] for x in steps), tokens_per_s=float(np.median([x["tokens_per_s"] for x in steps[1:]])),
-                last_loss=steps[-1]["loss"], model_config=load_config(out / "config.yaml").model.model_config)
+                last_loss=steps[-1]["loss"], model_config=out.config().model.model_config)

@@ -5,12 +5,14 @@
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMATS', 'checkpoint_format', 'read_checkpoint', 'save_checkpoint', 'list_checkpoints', 'is_healthy',
            'save_training_state', 'CheckpointError', 'file_digest', 'read_checkpoint_meta', 'latest_checkpoint',
-           'nonfinite_names', 'load_checked', 'CheckpointMonitor', 'sharded_state', 'moments', 'state_params',
-           'checkpoint_health', 'check_resumable', 'cut_metrics']
+           'nonfinite_names', 'load_checked', 'CheckpointSettings', 'CheckpointMonitor', 'sharded_state', 'moments',
+           'state_params', 'checkpoint_health', 'check_resumable', 'ResumePoint', 'resume_point', 'cut_metrics']
 
 # %% ../nbs/06_checkpoint.ipynb #ca9ba14e
 import hashlib, json, re, sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 import numpy as np
 import mindspore as ms
 from fastcore.basics import patch
@@ -158,15 +160,33 @@ def load_checked(params, checkpoint):
     return load_state(params, checkpoint)
 
 # %% ../nbs/06_checkpoint.ipynb #88df27b9
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """When, how and how many checkpoints a run keeps, read once from its config (`callbacks` and `checkpoint`
+    sections); `config`, the whole config, goes into every checkpoint so that a resume can tell what changed."""
+    save_steps: int
+    keep: int
+    fmt: str
+    health_limit: Optional[float]        # callbacks.embedding_local_norm_threshold (None: any norm is healthy)
+    use_health: bool                     # use_checkpoint_health_monitor: a resume skips unhealthy checkpoints
+    seed: int
+    config: dict
+    config_hash: str
+
+    @classmethod
+    def from_config(cls, cfg):
+        cb = cfg.callbacks
+        return cls(cb.save_checkpoint_steps, cb.keep_checkpoint_max, cfg.checkpoint.format, cb.embedding_local_norm_threshold,
+                   bool(cfg.use_checkpoint_health_monitor), cfg.seed, cfg.to_dict(), config_hash(cfg))
+
+
 class CheckpointMonitor:
     """How chapter 05's `Trainer` saves and resumes (a callback, as in MindFormers): a training checkpoint every
-    `callbacks.save_checkpoint_steps`, at the last step and when SIGINT/SIGTERM stops the run; with
-    `fit(resume=True)` the run continues from the newest checkpoint that passes its checks (and is healthy, with
-    `use_checkpoint_health_monitor`). `cfg`: the run's config, whose `callbacks` and `checkpoint` sections say when,
-    how and how many; each checkpoint keeps it whole, so a resume can tell what changed."""
+    `save_steps`, at the last step and when SIGINT/SIGTERM stops the run; with `fit(resume=True)` the run continues
+    from `start`, the `ResumePoint` its command decided (chapter 09b), or else from `resume_point`'s choice (below)."""
     order, resumes = 1, True  # after the loss scale is updated: the checkpoint holds the scale the next step uses
 
-    def __init__(self, cfg): self.cfg, self.saved_step = cfg, None
+    def __init__(self, settings, start=None): self.s, self.start, self.saved_step = settings, start, None
 
     def before_fit(self, trainer, resume):
         if resume and self.resume(trainer) and trainer.verbose:
@@ -174,7 +194,7 @@ class CheckpointMonitor:
             print(f"resumed from step {st['step']} (micro-batch {st['micro_step']}, loss scale {st['loss_scale']:g})")
 
     def after_step(self, trainer, rec):
-        if trainer.step % self.cfg.callbacks.save_checkpoint_steps == 0 or rec["last"]:
+        if trainer.step % self.s.save_steps == 0 or rec["last"]:
             self.save(trainer)
 
     def on_stop(self, trainer):
@@ -183,7 +203,7 @@ class CheckpointMonitor:
 
     def last_checkpoint(self, trainer):
         "The newest complete and healthy checkpoint, which the `Trainer` names when it stops a run."
-        found = latest_checkpoint(trainer.output_dir / "checkpoint", healthy=True)
+        found = latest_checkpoint(trainer.run.checkpoints, healthy=True)
         return found[0] if found else None
 
 # %% ../nbs/06_checkpoint.ipynb #6eaf5699
@@ -217,7 +237,7 @@ def checkpoint_health(history, since, limit):
 def save(self: CheckpointMonitor, tr):
     """Rank 0 writes the shared state; under ZeRO every rank first writes its own moments, then all wait.
     Weights or moments holding NaN/inf are never saved: the run stops naming the last good checkpoint."""
-    folder, sharded, since = tr.output_dir / "checkpoint", sharded_state(tr), self.saved_step or 0
+    folder, sharded, since = tr.run.checkpoints, sharded_state(tr), self.saved_step or 0
     bad = nonfinite_names(moments(tr) if sharded else state_params(tr) if tr.is_main else [])
     if tr.barrier(float(len(bad))) > 0:  # every rank stops together
         last = latest_checkpoint(folder, healthy=True)
@@ -226,8 +246,8 @@ def save(self: CheckpointMonitor, tr):
             f"{' ...' if len(bad) > 4 else ''}: this state was not saved. " + (f"The last good checkpoint is {last[0]}; "
             "lower the learning rate or check the data, then resume from it." if last else "No checkpoint of this run "
             "was written before it: lower the learning rate or check the data, then start the run again."))
-    cfg, self.saved_step = self.cfg, tr.step
-    fmt = cfg.checkpoint.format
+    s, self.saved_step = self.s, tr.step
+    fmt = s.fmt
     if sharded:
         save_checkpoint(folder / f"step_{tr.step}.rank{tr.rank}.{fmt}", moments(tr))
         tr.barrier()
@@ -236,10 +256,9 @@ def save(self: CheckpointMonitor, tr):
     st = tr.state_dict(moments=False)["progress"]
     meta = dict(st, epoch=st["micro_step"] // tr.batches_per_epoch, batch_in_epoch=st["micro_step"] % tr.batches_per_epoch,
                 accumulation_position=0, global_batch=tr.global_batch, world_size=tr.world_size, sharded_optimizer=sharded,
-                config_hash=config_hash(cfg), config=cfg.to_dict(), seed=cfg.seed,
-                health=checkpoint_health(tr.history, since, cfg.callbacks.embedding_local_norm_threshold))
-    return save_training_state(folder, tr.step, state_params(tr), meta, keep=cfg.callbacks.keep_checkpoint_max,
-                               fmt=fmt)
+                config_hash=s.config_hash, config=s.config, seed=s.seed,
+                health=checkpoint_health(tr.history, since, s.health_limit))
+    return save_training_state(folder, tr.step, state_params(tr), meta, keep=s.keep, fmt=fmt)
 
 # %% ../nbs/06_checkpoint.ipynb #6dbf9dcf
 def check_resumable(tr, ckpt, meta):
@@ -258,26 +277,43 @@ def check_resumable(tr, ckpt, meta):
             f"{' with ZeRO' if sharded else ''}: resume with the same workers and zero_stage.")
 
 # %% ../nbs/06_checkpoint.ipynb #9ee0f2f3
-@patch
-def resume(self: CheckpointMonitor, tr):
-    """Restore `tr` from the newest checkpoint in output_dir/checkpoint that passes its checks and, with
-    `use_checkpoint_health_monitor`, is healthy (newer ones are named and skipped); returns its step. With none, say
-    so and start again from step 0; when only unhealthy ones are left, refuse."""
-    damaged, loud, folder = [], tr.verbose and tr.is_main, tr.output_dir / "checkpoint"
-    found = latest_checkpoint(folder, damaged, healthy=bool(self.cfg.use_checkpoint_health_monitor))
-    for path, why in damaged if loud else []:
+@dataclass(frozen=True)
+class ResumePoint:
+    "Where a resumed run continues: a checkpoint and its metadata, or none (step 0)."
+    checkpoint: Optional[Path] = None
+    meta: Optional[dict] = None
+    step = property(lambda self: self.meta["step"] if self.meta else 0)
+    config = property(lambda self: (self.meta or {}).get("config"), doc="the config it was trained with (a dict)")
+
+
+def resume_point(folder, healthy=True, say=None):
+    """The one decision of where a resumed run continues: the newest checkpoint in `folder` that passes its checks and,
+    with `healthy` (`use_checkpoint_health_monitor`), is healthy; newer ones are named to `say` and skipped. With none,
+    step 0; when only unhealthy ones are left, refused."""
+    damaged = []
+    found = latest_checkpoint(folder, damaged, healthy=healthy)
+    for path, why in damaged if say else []:
         kind = "unhealthy" if why.startswith("not healthy") else "damaged"
-        print(f"skipping the {kind} checkpoint {path.name}: {why.removeprefix('not healthy: ')}", file=sys.stderr)
+        say(f"skipping the {kind} checkpoint {path.name}: {why.removeprefix('not healthy: ')}")
     if found is None and latest_checkpoint(folder) is not None:
         raise CheckpointError(f"no checkpoint in {folder} is healthy ({len(damaged)} checked): resume with "
                               "--use_checkpoint_health_monitor=false to take the newest anyway, or raise "
                               "callbacks.embedding_local_norm_threshold if it is below the run's normal norms")
-    if found is None:
+    return ResumePoint(*found) if found else ResumePoint()
+
+
+@patch
+def resume(self: CheckpointMonitor, tr):
+    """Restore `tr` from its `ResumePoint` (decided by the run's command, or here); returns its step. With none, say so
+    and start again from step 0."""
+    loud = tr.verbose and tr.is_main
+    point = self.start or resume_point(tr.run.checkpoints, self.s.use_health, _warn if loud else None)
+    if point.checkpoint is None:
         if loud:
-            print(f"no complete checkpoint in {tr.output_dir / 'checkpoint'}: starting the run again from step 0")
+            print(f"no complete checkpoint in {tr.run.checkpoints}: starting the run again from step 0")
         cut_metrics(tr, 0)
         return 0
-    ckpt, meta = found
+    ckpt, meta = point.checkpoint, point.meta
     check_resumable(tr, ckpt, meta)
     sharded, shard = sharded_state(tr), ckpt.with_name(f"step_{meta['step']}.rank{tr.rank}{ckpt.suffix}")
     tr.load_state_dict({"tensors": read_checkpoint(ckpt), "progress": meta}, moments=not sharded, where=f" in {ckpt}")
@@ -287,11 +323,9 @@ def resume(self: CheckpointMonitor, tr):
     cut_metrics(tr, tr.step)
     return tr.step
 
+def _warn(message): print(message, file=sys.stderr)
+
 def cut_metrics(tr, step):
-    "Drop what metrics.jsonl logged after `step` (those steps are trained again): one run, one history."
-    metrics = tr.output_dir / "metrics.jsonl"
-    kept = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()] if metrics.exists() else []
-    kept = [r for r in kept if r["step"] <= step]
-    if tr.is_main and metrics.exists():
-        atomic_write_text(metrics, "".join(json.dumps(r) + "\n" for r in kept))
+    "Cut the run's metrics.jsonl back to `step` (chapter 04d: the steps after it are trained again) and its history with it."
+    kept = tr.run.cut_records(step, write=tr.is_main)
     tr.load_state_dict({"history": [r for r in kept if "loss" in r], "eval_history": [r for r in kept if "eval_loss" in r]})

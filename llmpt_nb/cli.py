@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['WEIGHT_FORMATS', 'WEIGHT_DTYPES', 'RESUME_HELP', 'add_convert_weights', 'add_continue_pretrain', 'add_doctor',
            'add_setup_jupyter', 'add_import_config', 'add_generate', 'add_export', 'add_export_config', 'add_evaluate',
-           'build_parser', 'default_log_dir', 'run_command', 'resume_command', 'main', 'Interrupted']
+           'build_parser', 'default_log_dir', 'run_command', 'main', 'Interrupted']
 
 # %% ../nbs/10a_cli.ipynb #eee9b1d9
 import argparse, importlib, json, os, signal, sys, threading
@@ -217,7 +217,7 @@ def default_log_dir(command):
     args, rest = build_parser().parse_known_args(command[1:])
     if not hasattr(args, "config") or getattr(args, "launcher", False):
         return None
-    from llmpt_nb.pipeline import resolve_config  # imports MindSpore
+    from llmpt_nb.run import resolve_config  # imports MindSpore
     cfg = resolve_config(args.config, _split_overrides(rest), getattr(args, "smoke", False))
     return str(Path(cfg.output_dir) / "logs")
 
@@ -227,12 +227,13 @@ def run_command(args, overrides):
     if getattr(args, "handler", None):
         return args.handler(args, overrides)
     from llmpt_nb.pipeline import pretrain, resolve_config, prepare_run_tokenizer, prepare, prepared_report
-    from llmpt_nb.run import run_folder, run_lock
+    from llmpt_nb.rundir import RunDir
     if args.command == "pretrain":
         return pretrain(args.config, overrides, smoke=args.smoke, overwrite=args.overwrite, resume=args.resume,
                         allow_changes=args.allow_config_change)
     cfg = resolve_config(args.config, overrides, args.smoke)
-    with run_lock(cfg.output_dir), run_folder(cfg, args.overwrite) as (out, _):  # one at a time; a failure restores the folder
+    out = RunDir(cfg.output_dir)
+    with out.lock(), out.create(cfg, args.overwrite):  # one at a time; a failure restores the folder
         if args.command == "prepare-data":
             record = prepare(cfg, out)
             report = prepared_report(record)
@@ -246,14 +247,6 @@ def run_command(args, overrides):
         summary["roundtrip_exact"] = report.exact_ratio
     print(json.dumps(summary, ensure_ascii=False))
     return summary
-
-
-def resume_command(output_dir, command="pretrain"):
-    """The command that continues the run of `llmpt COMMAND` in `output_dir` (under `llmpt launch` when this process is
-    one of its workers)."""
-    cmd = f"llmpt {command} --resume --output_dir={output_dir}"
-    workers = os.environ.get("MS_WORKER_NUM") if os.environ.get("MS_ROLE") else None
-    return f"llmpt launch --workers {workers} -- {cmd}" if workers else cmd
 
 
 def _message(e):
@@ -289,7 +282,7 @@ def main(argv=None):
         result = run_command(args, _split_overrides(rest))
     except KeyboardInterrupt as e:
         if hasattr(e, "exit_code"):  # StopRequested (chapter 05): the step finished and a checkpoint was written
-            print(f"llmpt: {e}.\nResume with: {resume_command(e.output_dir, args.command)}", file=sys.stderr)
+            print(f"llmpt: {e}.\nResume with: {e.run.resume_command(args.command)}", file=sys.stderr)
             return e.exit_code
         signum = getattr(e, "signum", signal.SIGINT)     # SIGTERM outside training: _interrupt says which
         trains = args.command in ("pretrain", "continue-pretrain")

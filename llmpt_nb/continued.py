@@ -23,8 +23,8 @@ from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import Trainer
 from .atomic import atomic_write_text
 from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
-from .pipeline import resolve_config, build_model
-from .run import Job, run_job, config_callbacks
+from .build import build_model
+from .run import Job, run_job, config_callbacks, resolve_config
 from .weights import load_hf_model, export_hf
 from .convert import save_ms_checkpoint
 from .testing import hf_model, hf_logits, our_logits, import_transformers
@@ -329,9 +329,10 @@ def mlm_data(cfg, tok, train_docs, val_docs, seq, out, rank=0, world_size=1):
                            val_chunks=len(val_ex))
 
 # %% ../nbs/11_continue_pretrain.ipynb #5da88039
-def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
+def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True, resume=None):
     """Corpus, starting checkpoint (checked against its tokenizer), chunks, model and chapter 05's `Trainer` with an
-    MLM loss: everything is built and checked before the first step. Returns a namespace."""
+    MLM loss in the run folder `out`: everything is built and checked before the first step (`resume`: where a resumed
+    run continues, chapter 09b). Returns a namespace."""
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
     td, mlm = cfg.train_dataset, cfg.mlm
     docs = load_domain_documents(td.corpus, td.max_documents, td.min_chars, cfg.seed)
@@ -343,7 +344,7 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
     src = starting_checkpoint(cfg, train_docs, out, say)
     tok = load_checkpoint_tokenizer(src)
     net, table = load_hf_model(src)
-    net = build_model(cfg, like=net)        # AMP dtypes and recompute as the config asks (chapter 10)
+    net = build_model(cfg, like=net)        # AMP dtypes and recompute as the config asks (chapter 08a)
     report = check_tokenizer(tok, net.config, val_docs[:mlm.tokenizer_check_lines], where=str(src))
     if rank == 0:
         atomic_write_text(Path(out) / "weights_table.txt", f"{table}\n")
@@ -356,7 +357,7 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True):
     if world_size > 1:
         broadcast_parameters(net.trainable_params(), world_size)
     cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, world_size)  # 09a, any world size
-    trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg), verbose and rank == 0, cells)
+    trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg, resume), verbose and rank == 0, cells)
     return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd
@@ -400,18 +401,18 @@ class ContinuedPretraining(Job):
             raise ValueError("callbacks.eval_tasks scores a causal model's choices (chapter 10g); a masked language "
                              "model's continued pretraining is judged by its held-out MLM loss: remove the key")
 
-    def start(self, cfg, out, rank, world, resumed): return start_mlm_run(cfg, out, rank, world, self.verbose)
+    def start(self, cfg, folder, rank, world, resume):
+        return start_mlm_run(cfg, folder, rank, world, self.verbose, resume)
 
-    def begin(self, cfg, run, resumed, changes, say):
-        if not resumed:  # the held-out loss of the starting weights: step 0 of the history
+    def begin(self, cfg, run, resume, changes, say):
+        if resume is None:  # the held-out loss of the starting weights: step 0 of the history
             tr = run.trainer
             tr.eval_history.append(tr.eval_record(tr.evaluate()))
             tr._log(tr.eval_history[-1])
             say(f"held-out MLM loss before training: {tr.eval_history[0]['eval_loss']:.4f}")
 
-    def finish(self, cfg, run, out, seconds, say):
-        summary = mlm_summary(cfg, run, out, seconds)
-        atomic_write_text(out / "summary.json", json.dumps(summary, ensure_ascii=False, indent=1))
+    def finish(self, cfg, run, folder, seconds, say):
+        summary = folder.write_summary(mlm_summary(cfg, run, folder, seconds))
         before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
         say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
             f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")

@@ -18,6 +18,7 @@ import mindspore as ms
 from mindspore import Tensor
 from .models.llama import DTYPES, LlamaForCausalLM
 from .atomic import atomic_write_text
+from .rundir import RunDir
 from .checkpoint import read_checkpoint, save_checkpoint
 from .hf_folder import DTYPES_NAME, HFCheckpoint
 from .weights import (
@@ -83,9 +84,8 @@ def load_ms_checkpoint(path, config=None, names=None, dtype=None):
     tensors = {k: v for k, v in raw.items() if not isinstance(v, str)}
     arch_name, mc = _model_section(config)
     if mc is None and "model_config" in strings: mc = json.loads(strings["model_config"])
-    if mc is None:
-        for cand in (path.parent / "config.yaml", path.parent.parent / "config.yaml"):
-            if cand.is_file(): arch_name, mc = _model_section(cand); break
+    run = RunDir.find(path) or RunDir(path.parent)     # a run's checkpoint, or a .ckpt with a config.yaml beside it
+    if mc is None and run.exists(): arch_name, mc = _model_section(run.config_file)
     if mc is None:
         raise ValueError(f"{path} does not record its model's hyperparameters and no config.yaml is next to it: pass "
                          "the YAML it was trained with (--config FILE; MindFormers YAMLs work: model.model_config)")
@@ -121,7 +121,7 @@ def _tokenizer_files(src):
     folder = src if src.is_dir() else src.parent
     names = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "tokenizer.model"]
     found = [folder / n for n in names if (folder / n).is_file()]
-    run = folder.parent / "tokenizer"                # a run's checkpoint/ sits beside its tokenizer/
+    run = RunDir(folder.parent).tokenizer            # a run's checkpoint/ sits beside its tokenizer/
     if found or not run.is_dir(): return found
     if (run / "tokenizer.json").is_file(): return [run / n for n in names[:3] if (run / n).is_file()]
     return [run / "tokenizer.model"] if (run / "tokenizer.model").is_file() else []

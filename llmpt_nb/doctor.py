@@ -180,7 +180,7 @@ def check_threads(env=None):
 # %% ../nbs/12_doctor.ipynb #cdbadd35
 def check_ram(cfg):
     import psutil
-    from llmpt_nb.pipeline import check_memory
+    from llmpt_nb.build import check_memory
     vm = psutil.virtual_memory()
     found = f"total {_gib(vm.total)}, available {_gib(vm.available)}"
     try:
@@ -195,10 +195,10 @@ def check_ram(cfg):
 
 
 def check_disk(cfg):
-    from llmpt_nb.run import check_output_dir
+    from llmpt_nb.rundir import RunDir
     from llmpt_nb.models.llama import llama_parameter_count
     try:
-        out = check_output_dir(cfg.output_dir)
+        out = RunDir.check(cfg.output_dir).path
     except OSError as e:
         problem, _, fix = str(e).rpartition(": ")
         return Check("disk", "FAIL", problem or str(e), fix or "choose another --output_dir")

@@ -20,8 +20,7 @@ from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer, set_context
 from .parallel import train_cells_from_config
-from .pipeline import resolve_config
-from .run import config_callbacks
+from .run import config_callbacks, resolve_config
 from .weights import load_hf_model
 from .atomic import atomic_write_text
 from .continued import (IGNORE_INDEX, reviews_folder, load_domain_documents, make_tiny_roberta,

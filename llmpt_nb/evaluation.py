@@ -306,11 +306,9 @@ def format_results(results):
 
 # %% ../nbs/10g_evaluate.ipynb #a073eb42
 def run_data(run):
-    "The prepared data folder of a run (chapter 09b's `data_folder`), or None: no run, or its preparation never finished."
-    from llmpt_nb.config import load_config
-    from llmpt_nb.run import data_folder
+    "The prepared data folder of a run (a RunDir, chapter 04d), or None: no run, or its preparation never finished."
     from llmpt_nb.prepare import MANIFEST
-    data = data_folder(load_config(run / "config.yaml"), run) if run else None
+    data = run.data(run.config()) if run else None
     return data if data is not None and (data / MANIFEST).is_file() else None
 
 # %% ../nbs/10g_evaluate.ipynb #651305c2
@@ -343,7 +341,7 @@ def evaluate(path, tasks=DEFAULT_TASKS, n=200, seed=0, batch_size=8, output=None
                 items = file_items.get(name) or task_items(name, None, texts.get(name, heldout), n, seed)
                 results[name] = score_task(name, items, scorers, tok, bar)
     record = dict(model=str(weights), tasks=results)
-    dest = Path(output) if output else gen.run / "eval.json" if data is not None else None   # a run of this machine
+    dest = Path(output) if output else gen.run.path / "eval.json" if data is not None else None   # a run of this machine
     if dest: atomic_write_text(dest, json.dumps(record, ensure_ascii=False, indent=1))
     say(format_results(results) + (f"\n(written to {dest})" if dest else ""))
     return record

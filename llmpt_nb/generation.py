@@ -20,6 +20,7 @@ from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
 from .attention import apply_rope, narrow, rope_frequencies
 from .models.llama import DTYPES, generate, linear, position_tables, rms_norm, sample_next
 from .atomic import atomic_write_text
+from .rundir import RunDir
 
 # %% ../nbs/10d_generate.ipynb #1ef89f58
 BUCKET = 32     # the cache slots a call reads, rounded up to a multiple of this: one graph per multiple
@@ -256,40 +257,39 @@ def load_generator(path, cache=True):
     """(`Generator`, the `generation` settings, the weights' path) for a run folder (its newest healthy checkpoint), one
     of its .ckpt files, or a Hugging Face folder with its tokenizer.json or SentencePiece tokenizer.model."""
     from llmpt_nb.config import load_config
-    from llmpt_nb.pipeline import checkpoint_tokenizer, model_at
+    from llmpt_nb.build import checkpoint_tokenizer, model_at
     from llmpt_nb.tokenizer import load_tokenizer
-    p = Path(path).expanduser()
-    run = p if (p / "config.yaml").is_file() else p.parent.parent if (p.parent.parent / "config.yaml").is_file() else None
-    net, _, weights = model_at(p, "path", healthy=True)
-    cfg = load_config(run / "config.yaml" if run else None)
+    net, _, weights = model_at(path, "path", healthy=True)
+    run = RunDir.find(weights)                                # the run the weights belong to, if any
+    cfg = run.config() if run else load_config()
     file = checkpoint_tokenizer(weights, cfg.processor.tokenizer.type if run else None)   # a run's own type
     if file is None:
         raise FileNotFoundError(f"no tokenizer comes with {weights}: generation needs the tokenizer the weights were "
                                 "trained with (a run folder's tokenizer/, or tokenizer.json or tokenizer.model beside them)")
     gen = cfg.generation
-    if gen.prompt is None and run and (run / "summary.json").is_file():     # the run's own sample started from it
-        gen.prompt = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("prompt")
+    if gen.prompt is None and run and run.summary():     # the run's own sample started from it
+        gen.prompt = run.summary().get("prompt")
     generator = Generator(net, load_tokenizer(file), cache and gen.use_past)
     generator.context = cfg.context                                   # where `llmpt generate` runs it
-    generator.run = run                                               # its data, for `llmpt evaluate` (chapter 10g)
+    generator.run = run                                               # its RunDir, for `llmpt evaluate` (chapter 10g)
     return generator, gen, weights
 
 # %% ../nbs/10d_generate.ipynb #beccba34
-RUNNING_EXAMPLE = Path(str(files("llmpt_nb"))) / "running_example" / "checkpoint" / "model.ckpt"
+RUNNING_EXAMPLE = RunDir(Path(str(files("llmpt_nb"))) / "running_example").checkpoints / "model.ckpt"
 
 def keep_run(run, dest):
     """Keep what generation needs of a finished run folder in `dest`: its config, summary and tokenizer, and the weights
     of its newest healthy checkpoint as `checkpoint/model.ckpt` (no optimizer state); returns that file, which
     `load_generator` and `llmpt generate` take. RUNNING_EXAMPLE is chapter 10's full default run, kept so."""
-    from llmpt_nb.pipeline import model_at
+    from llmpt_nb.build import model_at
     from llmpt_nb.convert import save_ms_checkpoint
-    run, dest = Path(run).absolute(), Path(dest)
-    net, _, weights = model_at(run, "run", healthy=True)
-    (dest / "checkpoint").mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "summary.json"):                 # the run's own folder becomes "."
-        atomic_write_text(dest / name, (run / name).read_text(encoding="utf-8").replace(str(run), "."))
-    shutil.copytree(run / "tokenizer", dest / "tokenizer", dirs_exist_ok=True)
-    return save_ms_checkpoint(net, dest / "checkpoint" / "model.ckpt")
+    run, kept = RunDir(run), RunDir(dest)
+    net, _, weights = model_at(run.path, "run", healthy=True)
+    kept.checkpoints.mkdir(parents=True, exist_ok=True)
+    for src, dst in ((run.config_file, kept.config_file), (run.summary_file, kept.summary_file)):  # its folder becomes "."
+        atomic_write_text(dst, src.read_text(encoding="utf-8").replace(str(run.path), "."))
+    shutil.copytree(run.tokenizer, kept.tokenizer, dirs_exist_ok=True)
+    return save_ms_checkpoint(net, kept.checkpoints / "model.ckpt")
 
 # %% ../nbs/10d_generate.ipynb #a3de0b64
 SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "repetition_penalty")

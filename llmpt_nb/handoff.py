@@ -19,28 +19,28 @@ from .config import load_config
 from .convert import convert_weights
 from .data import mindrecord_files
 from .parallel import parallel_plan
-from .pipeline import checkpoint_tokenizer
-from .run import data_folder
+from .build import checkpoint_tokenizer
+from .rundir import RunDir
 from .prepare import load_prepared, verify_data
 from .tokenizer import load_tokenizer
 
 # %% ../nbs/10f_mindformers.ipynb #d0e6d5f9
 def read_run(run):
     "What a hand-off needs of an `llmpt pretrain` run folder: config, newest healthy checkpoint, training files, tokenizer."
-    run = Path(run).expanduser().absolute()
-    if not (run / "config.yaml").is_file():
-        raise FileNotFoundError(f"{run} is not a run folder of llmpt pretrain: it has no config.yaml")
-    cfg = load_config(run / "config.yaml")
-    found = latest_checkpoint(run / "checkpoint", healthy=True) or latest_checkpoint(run / "checkpoint")
+    folder = RunDir(run)
+    if not folder.exists():
+        raise FileNotFoundError(f"{folder} is not a run folder of llmpt pretrain: it has no config.yaml")
+    cfg = folder.config()
+    found = latest_checkpoint(folder.checkpoints, healthy=True) or latest_checkpoint(folder.checkpoints)
     if found is None:
-        raise FileNotFoundError(f"{run} has no complete checkpoint to hand off: train it first (llmpt pretrain "
-                                f"--output_dir={run}), or resume it (--resume)")
-    data = data_folder(cfg, run).absolute()
+        raise FileNotFoundError(f"{folder} has no complete checkpoint to hand off: train it first (llmpt pretrain "
+                                f"--output_dir={folder}), or resume it (--resume)")
+    data = folder.data(cfg).absolute()
     record = load_prepared(data)
     verify_data(data, record, digests=False)              # sizes only: a hand-off of a large corpus stays quick
-    return dict(run=run, cfg=cfg, checkpoint=found[0], step=found[1]["step"], data=data, record=record,
+    return dict(run=folder.path, cfg=cfg, checkpoint=found[0], step=found[1]["step"], data=data, record=record,
                 train_files=mindrecord_files(data / "train.mindrecord"),
-                tokenizer=load_tokenizer(checkpoint_tokenizer(run), cfg.processor.tokenizer.type))
+                tokenizer=load_tokenizer(checkpoint_tokenizer(folder.path), cfg.processor.tokenizer.type))
 
 # %% ../nbs/10f_mindformers.ipynb #64bd47cc
 def model_section(cfg, tok, device_target="Ascend"):

@@ -17,6 +17,7 @@ from fastcore.basics import patch
 from tqdm import tqdm   # a bar in a terminal; off where the output is not one (a notebook, a log file)
 from .models.llama import IGNORE_INDEX, CausalLMLoss, count_parameters
 from .config import REGISTRY
+from .rundir import RunDir
 from .data import batches_of, count_batches
 from .optim import (AccumulateStep, ApplyStep, StepSettings, embedding_index, gradient_buffers, load_state,
                             make_optimizer)
@@ -95,11 +96,11 @@ class LivePlot:
 class StopRequested(KeyboardInterrupt):
     """Raised by `Trainer.fit` after SIGINT/SIGTERM, once the step finished and a complete checkpoint was written. A
     KeyboardInterrupt, so `except Exception` does not swallow it; `exit_code` tells it from a plain one."""
-    def __init__(self, signum, step, output_dir, checkpoint=None):
-        self.signum, self.step, self.output_dir, self.checkpoint = int(signum), step, Path(output_dir), checkpoint
+    def __init__(self, signum, step, run, checkpoint=None):
+        self.signum, self.step, self.run, self.checkpoint = int(signum), step, RunDir(run), checkpoint
         self.exit_code = 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
         super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; " + (f"checkpoint {checkpoint}"
-                         if checkpoint else f"no checkpoint in {self.output_dir / 'checkpoint'} to resume from"))
+                         if checkpoint else f"no checkpoint in {self.run.checkpoints} to resume from"))
 
 
 class GracefulStop:
@@ -200,8 +201,8 @@ class Trainer:
         self.is_main = self.rank == 0
         # barrier(value): waits for every rank and returns the sum of their values (chapter 09a); one process: value
         self.barrier = cells.barrier if cells else (lambda value=1.0: value)
-        self.output_dir = settings.output_dir
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.run = RunDir(settings.output_dir)               # where it writes (chapter 04d)
+        self.run.path.mkdir(parents=True, exist_ok=True)
         self.loss_net = cells.loss_net if cells else CausalLMLoss(net)
         self.accum_steps = settings.accum_steps
         self._build_cells(cells)
@@ -309,8 +310,7 @@ def format_eval(rec):
 @patch
 def _log(self: Trainer, rec):
     if self.is_main:
-        with open(self.output_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(rec) + "\n")
+        self.run.log(rec)
 
 # %% ../nbs/05_train.ipynb #50666fa0
 @patch
@@ -406,7 +406,7 @@ def fit(self: Trainer, resume=False):
     if self.is_main and self.history:
         import matplotlib.pyplot as plt
         ax = plot_losses(self.history, self.eval_history, references=self.references)
-        ax.figure.savefig(self.output_dir / "loss.png", dpi=100, bbox_inches="tight")
+        ax.figure.savefig(self.run.path / "loss.png", dpi=100, bbox_inches="tight")
         plt.close(ax.figure)  # saved, not shown: a notebook would draw it a second time
     return self.history
 
@@ -445,7 +445,7 @@ def _loop(self: Trainer, batches, bar, stop):
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step
             self._call("on_stop"); self.barrier()                  # rank 0's checkpoint is complete on every rank
-            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.output_dir, self.checkpoint_path())
+            raise StopRequested(stop.signum or signal.SIGTERM, self.step, self.run, self.checkpoint_path())
 
 # %% ../nbs/05_train.ipynb #05000002
 @patch

@@ -174,7 +174,7 @@ def test_launch_two_workers_match_one_process(tmp_path):
 def test_a_loaded_encoder_gets_the_runs_amp_level_and_recompute(tmp_path):
     "build_model(cfg, like=net): at O0 without recompute the loaded model itself; at O2 its weights in a float16-compute twin."
     from llmpt_nb.config import load_config
-    from llmpt_nb.pipeline import build_model
+    from llmpt_nb.build import build_model
     from llmpt_nb.testing import tiny_hf_model
     from llmpt_nb.weights import load_hf_model, parameter_arrays
     net, _ = load_hf_model(tiny_hf_model(tmp_path / "roberta", arch="RobertaForMaskedLM"))

@@ -48,7 +48,7 @@ def docs():
 
 def test_hugging_face_folder(tmp_path, docs):
     from llmpt_nb.config import load_config
-    from llmpt_nb.pipeline import build_model, load_pretrained
+    from llmpt_nb.build import build_model, load_pretrained
     from llmpt_nb.tokenizer import train_tokenizer
     from llmpt_nb.testing import tiny_hf_model
     from llmpt_nb.weights import load_hf_model, parameter_arrays
