@@ -21,7 +21,7 @@ def main():
     import llmpt_nb  # noqa: F401  first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
     from generate_speed import smollm2_folder
     from llmpt_nb.generation import load_generator
-    from llmpt_nb.trainer import set_context
+    from llmpt_nb.context import set_context
     print(describe())
     folder = Path(a.folder or Path(tempfile.mkdtemp()) / "smollm2")
     if not (folder / "config.json").exists():

@@ -155,7 +155,7 @@ def main():
     from llmpt_nb.config import load_config
     from llmpt_nb.generation import KVCacheDecoder, RUNNING_EXAMPLE, load_generator
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
-    from llmpt_nb.trainer import set_context
+    from llmpt_nb.context import set_context
     from llmpt_nb.weights import export_hf
     from llmpt_nb.testing import hf_model
     torch.set_num_threads(2)

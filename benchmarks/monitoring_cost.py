@@ -21,7 +21,8 @@ import mindspore.dataset as mds
 from llmpt_nb.config import load_config
 from llmpt_nb.build import build_model
 from llmpt_nb.run import config_callbacks
-from llmpt_nb.trainer import Trainer, set_context
+from llmpt_nb.trainer import Trainer
+from llmpt_nb.context import set_context
 steps, extra = int(sys.argv[1]), sys.argv[2:]
 cfg = load_config(overrides=[f"output_dir={tempfile.mkdtemp()}", f"runner_config.max_steps={steps}",
                              "callbacks.save_checkpoint_steps=100000", "lr_schedule.learning_rate=3e-3",

@@ -19,7 +19,8 @@ def profile(a, out):
     from mindspore import Profiler
     from llmpt_nb.config import load_config
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
-    from llmpt_nb.trainer import Trainer, set_context
+    from llmpt_nb.trainer import Trainer
+    from llmpt_nb.context import set_context
     cfg = load_config(overrides=[f"output_dir={tempfile.mkdtemp()}", f"model.model_config.seq_length={a.seq}",
                                  f"runner_config.batch_size={a.batch}", f"runner_config.gradient_accumulation_steps={a.accum}",
                                  "context.peak_flops=1.0"])

@@ -82,7 +82,8 @@ def run_mindspore(a, work):
     import llmpt_nb  # first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP (a step took 1.8x as long without)
     import mindspore as ms, mindspore.dataset as mds
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
-    from llmpt_nb.trainer import Trainer, set_context
+    from llmpt_nb.trainer import Trainer
+    from llmpt_nb.context import set_context
     cfg = config(a)
     set_context(cfg.context, cfg.seed)
     net = LlamaForCausalLM(LlamaConfig.from_dict(cfg.model.model_config))

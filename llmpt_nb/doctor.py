@@ -108,7 +108,7 @@ def check_mindspore():
 def check_graph_mode(cfg):
     import numpy as np, mindspore as ms
     from mindspore import nn, Tensor
-    from llmpt_nb.trainer import set_context
+    from llmpt_nb.context import set_context
 
     class Tiny(nn.Cell):
         def construct(self, x): return x * 2 + 1

@@ -18,7 +18,8 @@ import mindspore as ms
 from mindspore import nn, ops, Tensor
 from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
-from .trainer import Trainer, set_context
+from .trainer import Trainer
+from .context import set_context
 from .parallel import train_cells_from_config
 from .run import config_callbacks, resolve_config
 from .weights import load_hf_model

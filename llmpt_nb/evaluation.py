@@ -319,7 +319,7 @@ def evaluate(path, tasks=DEFAULT_TASKS, n=200, seed=0, batch_size=8, output=None
     from tqdm.auto import tqdm
     from llmpt_nb.atomic import atomic_write_text
     from llmpt_nb.generation import load_generator
-    from llmpt_nb.trainer import set_context
+    from llmpt_nb.context import set_context
     specs = [parse_task(t) for t in tasks]
     file_items = {name: task_items(name, f, None) for name, f in specs if name in FILE_TASKS}   # bad input: before any model
     texts = {name: read_texts(f) for name, f in specs if name not in FILE_TASKS and f}

@@ -317,7 +317,7 @@ def run_generate(args, overrides=()):
     "`llmpt generate`: print each prompt with its continuations; returns {'prompts', 'texts', 'weights'}."
     if overrides:
         raise ValueError(f"llmpt generate has no option {overrides[0].split('=')[0]!r}: see llmpt generate --help")
-    from llmpt_nb.trainer import set_context
+    from llmpt_nb.context import set_context
     prompts = check_generate_args(args)
     gen, cfg, weights = load_generator(args.run, cache=not args.no_cache)
     set_context(gen.context)                      # GRAPH_MODE and the device of the run's (or packaged) config

@@ -36,7 +36,7 @@ class LlmptLM(LM):
     def __init__(self, pretrained, batch_size=8, max_gen_toks=256, **_):
         super().__init__()
         from llmpt_nb.generation import load_generator
-        from llmpt_nb.trainer import set_context
+        from llmpt_nb.context import set_context
         self.gen, _, self.weights = load_generator(pretrained)
         set_context(self.gen.context)
         self.tok, self.max_gen_toks = self.gen.tok, int(max_gen_toks)

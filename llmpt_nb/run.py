@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from .config import load_config, config_changes
 from .rundir import RunDir
-from .trainer import set_context
+from .context import set_context
 from .monitor import TensorBoardLog, ProfileWindow
 from .checkpoint import CheckpointMonitor, CheckpointSettings, resume_point
 from .amp import DynamicLossScale

@@ -481,11 +481,16 @@ def test_killed_worker_log_keeps_its_last_lines(tmp_path):
 
 
 def test_a_stopped_continue_pretrain_is_told_to_resume_with_continue_pretrain(tmp_path, env):
-    "The resume line names the command that was stopped, and running that line continues the run to its end."
+    """The resume line names the command that was stopped, and running that line continues the run to its end with
+    the uninterrupted run's losses and weights, bit for bit (dropout off: its random stream restarts on resume)."""
     pytest.importorskip("transformers")
-    out = tmp_path / "run"
-    proc = start(["continue-pretrain", "--smoke", "--runner_config.max_steps=12", "--callbacks.log_interval=1",
-                  f"--output_dir={out}"], env)
+    run = ["continue-pretrain", "--smoke", "--runner_config.max_steps=12", "--callbacks.log_interval=1",
+           "--model.model_config.hidden_dropout_prob=0", "--model.model_config.attention_probs_dropout_prob=0"]
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    r = subprocess.run([bin_path("llmpt"), *run, f"--output_dir={straight}"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    proc = start([*run, f"--output_dir={out}"], env)
     wait_for_step(proc, 2)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=300)
@@ -495,3 +500,29 @@ def test_a_stopped_continue_pretrain_is_told_to_resume_with_continue_pretrain(tm
                        text=True, timeout=600)
     assert r.returncode == 0 and "resumed from step" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     assert json.loads((out / "summary.json").read_text())["steps"] == 12
+    a, b = losses(straight), losses(out)
+    assert sorted(b) == list(range(1, 13)) and no_duplicate_steps(out) and all(a[s] == b[s] for s in a), (a, b)
+    wa, wb = weights(straight, 12), weights(out, 12)
+    assert set(wa) == set(wb) and all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def test_resume_past_unhealthy_checkpoints_records_changes_against_the_one_it_continues_from(tmp_path, env):
+    """Steps 1-2 healthy (max_steps 2), steps 3-4 trained with max_steps 4 and a threshold every step exceeds
+    (unhealthy). Resumed with the health monitor and max_steps 6, the run continues from step 2, and the change is
+    recorded at step 2 as 2 -> 6 (what step 2 was trained with), not 4 -> 6."""
+    out = tmp_path / "run"
+    every = ["--callbacks.save_checkpoint_steps=1", "--callbacks.keep_checkpoint_max=5", f"--output_dir={out}"]
+    r = llmpt("pretrain", *RUN, "--runner_config.max_steps=2", *every, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = llmpt("pretrain", "--resume", "--runner_config.max_steps=4", "--callbacks.embedding_local_norm_threshold=1e-6",
+              f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    health = {s: json.loads((out / "checkpoint" / f"step_{s}.json").read_text())["health"]["healthy"] for s in range(1, 5)}
+    assert health == {1: True, 2: True, 3: False, 4: False}, health
+    r = llmpt("pretrain", "--resume", "--runner_config.max_steps=6", "--use_checkpoint_health_monitor=true",
+              f"--output_dir={out}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "skipping the unhealthy checkpoint step_4.ckpt" in r.stderr and "resumed from step 2 " in r.stdout, r.stdout[-2000:]
+    changes = [m for m in metrics(out) if "config_change" in m]
+    assert changes[-1]["step"] == 2 and changes[-1]["config_change"]["runner_config.max_steps"] == [2, 6], changes
+    assert sorted(losses(out)) == list(range(1, 7)) and no_duplicate_steps(out)
