@@ -9,7 +9,7 @@ __all__ = ['CHECKPOINT_FORMATS', 'checkpoint_format', 'read_checkpoint', 'save_c
            'state_params', 'checkpoint_health', 'check_resumable', 'ResumePoint', 'resume_point', 'cut_metrics']
 
 # %% ../nbs/06_checkpoint.ipynb #ca9ba14e
-import hashlib, json, re, sys
+import hashlib, json, logging, re, sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -36,6 +36,7 @@ def save_checkpoint(path, params, append_dict=None):
     failed write raises OSError naming the file."""
     named = params.items() if isinstance(params, dict) else ((p.name, p) for p in params)
     with atomic_path(path) as tmp:
+        logging.disable(logging.CRITICAL)  # a failed write: our one sentence below, not MindSpore's log line too
         try:
             ms.save_checkpoint([{"name": n, "data": t} for n, t in named], str(tmp), append_dict=append_dict,
                                format=checkpoint_format(path))
@@ -46,6 +47,8 @@ def save_checkpoint(path, params, append_dict=None):
             why = getattr(e, "strerror", None) or str(e).splitlines()[0]
             raise OSError(f"could not write the checkpoint {path}: {why}. Free disk space or choose another "
                           "output_dir; the previous checkpoints are untouched.") from None
+        finally:
+            logging.disable(logging.NOTSET)
     return Path(path)
 
 # %% ../nbs/06_checkpoint.ipynb #89e056c4

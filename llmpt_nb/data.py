@@ -264,6 +264,7 @@ def _close_group(self: MindRecordWriter):
         trim_heap()
         try: _check_written([w._paths[0]], {c: np.stack([first[c], last[c]]) for c in self.columns},
                             Path(w._paths[0]).name, count)
+        except RuntimeError as e: self._failed(e)      # MindSpore cannot read back what it wrote: a disk that filled up
         except BaseException: self.abort(); raise
         self.done.append(Path(w._paths[0]).name)
     self.group = []
