@@ -13,8 +13,9 @@ import numpy as np
 import llmpt_nb  # noqa: F401  first: it sets OMP_NUM_THREADS=1 before MindSpore loads OpenMP
 import mindspore as ms
 from llmpt_nb.models.llama import CausalLMLoss
-from llmpt_nb.parallel import (GatherShard, broadcast_parameters, build_train_cells, comm_per_step, engine_grad_reducer,
-                               full_shapes, init_distributed, rank_memory, tiny_llama, train_steps, unshard_model)
+from llmpt_nb.parallel import (GatherShard, ParallelPlan, broadcast_parameters, build_train_cells, comm_per_step,
+                               engine_grad_reducer, full_shapes, init_distributed, rank_memory, tiny_llama, train_steps,
+                               unshard_model)
 from llmpt_nb.optim import StepSettings
 from llmpt_nb.config import load_config
 from llmpt_nb.metrics import peak_rss_mb
@@ -68,7 +69,7 @@ def run_stage(stage, args, rank, world):
     net = tiny_llama(args.vocab, args.seq, args.hidden, args.layers, args.heads, args.ffn, args.seed,
                      head_dim=args.head_dim, qkv_has_bias=args.qkv_bias, qk_layernorm=args.qk_norm)
     broadcast_parameters(net.trainable_params(), world)
-    plan = dict(world_size=world, mindspore_context=dict(parallel_mode="data_parallel", device_num=world))
+    plan = ParallelPlan(world, 0, "CPU", "mindspore", dict(parallel_mode="data_parallel", device_num=world))
     reducer = engine_grad_reducer(net.trainable_params(), plan) if engine and world > 1 else None
     cells = build_train_cells(net, CausalLMLoss(net), accum, stage, rank, world,
                               dataclasses.replace(StepSettings.from_config(load_config()), weight_decay=args.weight_decay),

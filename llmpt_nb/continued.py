@@ -22,7 +22,7 @@ from .data import write_mindrecord, read_mindrecord
 from .models.llama import IGNORE_INDEX, masked_nll
 from .trainer import Trainer
 from .atomic import atomic_write_text
-from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan, parallel_summary
+from .parallel import barrier, broadcast_parameters, train_cells_from_config, parallel_plan
 from .build import build_model
 from .run import Job, run_job, config_callbacks, resolve_config
 from .weights import load_hf_model, export_hf
@@ -329,11 +329,13 @@ def mlm_data(cfg, tok, train_docs, val_docs, seq, out, rank=0, world_size=1):
                            val_chunks=len(val_ex))
 
 # %% ../nbs/11_continue_pretrain.ipynb #5da88039
-def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True, resume=None):
+def start_mlm_run(cfg, out, rank=0, plan=None, verbose=True, resume=None):
     """Corpus, starting checkpoint (checked against its tokenizer), chunks, model and chapter 05's `Trainer` with an
     MLM loss in the run folder `out`: everything is built and checked before the first step (`resume`: where a resumed
-    run continues, chapter 09b). Returns a namespace."""
+    run continues, chapter 09b; `plan`: its `ParallelPlan`, None for one process). Returns a namespace."""
     say = print if verbose and rank == 0 else (lambda *a, **k: None)
+    plan = plan or parallel_plan(cfg, 1)
+    world_size = plan.world_size
     td, mlm = cfg.train_dataset, cfg.mlm
     docs = load_domain_documents(td.corpus, td.max_documents, td.min_chars, cfg.seed)
     train_docs, val_docs = split_train_val(docs, td.val_fraction, seed=cfg.seed)
@@ -356,9 +358,9 @@ def start_mlm_run(cfg, out, rank=0, world_size=1, verbose=True, resume=None):
         f"buckets {data.buckets}")
     if world_size > 1:
         broadcast_parameters(net.trainable_params(), world_size)
-    cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, world_size)  # 09a, any world size
+    cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, plan)  # 09a, any world size
     trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg, resume), verbose and rank == 0, cells)
-    return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer)
+    return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer, plan=plan)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd
 def export_run(run, out):
@@ -387,22 +389,22 @@ def mlm_summary(cfg, run, out, seconds):
                 tokens_seen=tr.state["tokens_seen"], padding={k: v for k, v in pad.items() if k != "shapes"},
                 shapes=[list(s) for s in pad["shapes"]], tokenizer=dict(vocab=len(run.tok), exact_ratio=run.report.exact_ratio,
                 unk_rate=run.report.unk_rate), checkpoint=str(ckpt), hf_export=str(hf_dir), export_max_abs_diff=diff,
-                amp_level=cfg.amp_level, parallel=parallel_summary(cfg, tr.world_size), peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
+                amp_level=cfg.amp_level, parallel=run.plan.summary(), peak_rss_mb=history[-1]["peak_rss_mb"], seconds=seconds)
 
 # %% ../nbs/11_continue_pretrain.ipynb #a54d7547
 class ContinuedPretraining(Job):
     "`continue_pretrain`'s part of chapter 09b's `run_job`: its check, its run, the held-out loss before, the summary."
     def __init__(self, verbose=True): self.verbose = verbose
 
-    def check(self, cfg, world):
-        if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
+    def check(self, cfg, plan):
+        if plan.zero_stage == 3:
             raise ValueError("ZeRO stage 3 is not available for continued pretraining: use zero_stage 0, 1 or 2")
         if cfg.callbacks.eval_tasks:
             raise ValueError("callbacks.eval_tasks scores a causal model's choices (chapter 10g); a masked language "
                              "model's continued pretraining is judged by its held-out MLM loss: remove the key")
 
-    def start(self, cfg, folder, rank, world, resume):
-        return start_mlm_run(cfg, folder, rank, world, self.verbose, resume)
+    def start(self, cfg, folder, rank, plan, resume):
+        return start_mlm_run(cfg, folder, rank, plan, self.verbose, resume)
 
     def begin(self, cfg, run, resume, changes, say):
         if resume is None:  # the held-out loss of the starting weights: step 0 of the history

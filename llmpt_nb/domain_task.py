@@ -20,7 +20,7 @@ from .corpus import load_corpus, clean_documents, split_train_val
 from .models.roberta import Dense
 from .trainer import Trainer
 from .context import set_context
-from .parallel import train_cells_from_config
+from .parallel import train_cells_from_config, parallel_plan
 from .run import config_callbacks, resolve_config
 from .weights import load_hf_model
 from .atomic import atomic_write_text
@@ -177,7 +177,7 @@ def train_classifier(src, split, seed, out, settings=ClassifierSettings(), verbo
     train = lambda epoch: labelled_batches(ids["train"], split.train[1], s.batch_size, tok.pad_token_id,
                                            np.random.default_rng([seed, epoch]))
     test = labelled_batches(ids["test"], split.test[1], s.batch_size, tok.pad_token_id, drop_last=False)
-    cells = train_cells_from_config(model, ClassificationLoss(model), cfg, 0, 1)     # chapter 09a's, one process
+    cells = train_cells_from_config(model, ClassificationLoss(model), cfg, 0, parallel_plan(cfg, 1))   # 09a, one process
     trainer = Trainer.from_config(model, cfg, train, test, config_callbacks(cfg), verbose, cells)
     history = trainer.fit()
     return dict(seed=seed, accuracy=accuracy(model, test), test_loss=trainer.eval_history[-1]["eval_loss"],

@@ -71,7 +71,7 @@ def parallel_sections(cfg, workers):
         raise ValueError(f"--workers must be a positive number of cards, got {workers!r}")
     on_cards = cfg.copy()                                             # the run's config, placed on N Ascend cards
     on_cards.parallel_config.data_parallel, on_cards.context.device_target = workers, "Ascend"
-    stage = parallel_plan(on_cards, workers)["zero_stage"] if workers > 1 else 0
+    stage = parallel_plan(on_cards, workers).zero_stage if workers > 1 else 0
     optimizer = {"parallel_optimizer_threshold": 64, "optimizer_level": f"level{stage}"} if stage else {
         "gradient_accumulation_shard": False, "parallel_optimizer_threshold": 64}   # MindSpore 2.9 refuses the two together
     return {"use_parallel": workers > 1,

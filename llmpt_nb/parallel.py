@@ -6,12 +6,14 @@
 __all__ = ['TrainCells', 'under_msrun', 'init_distributed', 'barrier', 'broadcast_parameters', 'check_shard_files',
            'rank_dataset', 'GradAllReduce', 'shard_range', 'ZeroShards', 'GatherShard', 'Zero3Linear', 'Zero3RMSNorm',
            'Zero3Embedding', 'shard_model', 'full_shapes', 'unshard_model', 'build_train_cells', 'rank_memory',
-           'comm_per_step', 'zero_memory_per_rank', 'parallel_plan', 'engine_grad_reducer', 'parallel_summary',
+           'comm_per_step', 'zero_memory_per_rank', 'ParallelPlan', 'parallel_plan', 'engine_grad_reducer',
            'train_cells_from_config', 'tiny_llama', 'train_steps']
 
 # %% ../nbs/09a_parallel.ipynb #9f437c81
 import functools, os, time
 from collections import namedtuple
+from dataclasses import dataclass
+from typing import Optional
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops, Tensor, Parameter, ParameterTuple
@@ -347,47 +349,53 @@ def _check_parallel_config(cfg, world_size):
                              f"ZeRO only): set it to 1, or hand the run to MindFormers (llmpt export-config)")
 
 # %% ../nbs/09a_parallel.ipynb #6e13b667
+@dataclass(frozen=True)
+class ParallelPlan:
+    "Which engine runs data parallel / ZeRO for a config and world size (the table above); a run computes it once."
+    world_size: int
+    zero_stage: int
+    device_target: str
+    backend: str                              # single, mindspore (its own engine) or llmpt_nb (this chapter's cells)
+    mindspore_context: Optional[dict] = None  # MindSpore's auto-parallel context, for backend mindspore on N workers
+
+    def summary(self):
+        "What a run's summary.json records of its parallel engine: backend, mode, workers, ZeRO stage, device."
+        mode = (self.mindspore_context or {}).get("parallel_mode", "stand_alone" if self.world_size == 1 else "llmpt_nb cells")
+        return dict(backend=self.backend, mode=mode, world_size=self.world_size, zero_stage=self.zero_stage,
+                    device_target=self.device_target)
+
+
 def parallel_plan(cfg, world_size):
-    "Which engine runs data parallel / ZeRO for this config and world size; a dict (see the table above)."
+    "The `ParallelPlan` of this config on `world_size` workers (the config checked for what llmpt_nb cannot run)."
     stage = _zero_stage(cfg)
     _check_parallel_config(cfg, world_size)
     device = (cfg.get("context", {}) or {}).get("device_target", "CPU")
-    plan = dict(world_size=world_size, zero_stage=stage, device_target=device, backend="mindspore",
-                mindspore_context=None)
     if world_size == 1:
-        return dict(plan, zero_stage=0, backend="single")
+        return ParallelPlan(1, 0, device, "single")
     if stage and device == "CPU":  # MindSpore's optimizer parallel refuses a CPU
-        return dict(plan, backend="llmpt_nb")
+        return ParallelPlan(world_size, stage, device, "llmpt_nb")
     # gradients summed, not averaged: the apply step divides by micro-batches x ranks, as for one process
     ctx = dict(parallel_mode="data_parallel", gradients_mean=False, device_num=world_size)
     if stage:
         shard = (cfg.parallel.get("parallel_optimizer_config", {}) or {}).get("optimizer_weight_shard_size", -1) or -1
         ctx.update(parallel_mode="semi_auto_parallel", dataset_strategy="data_parallel", enable_parallel_optimizer=True,
                    parallel_optimizer_config={"optimizer_level": f"level{stage}", "optimizer_weight_shard_size": shard})
-    return dict(plan, mindspore_context=ctx)
+    return ParallelPlan(world_size, stage, device, "mindspore", ctx)
 
 # %% ../nbs/09a_parallel.ipynb #3dbd8af0
 def engine_grad_reducer(params, plan):
     "Set MindSpore's parallel context from the plan; returns the apply step's gradient reducer for that mode."
-    ms.set_auto_parallel_context(**plan["mindspore_context"])
-    if plan["mindspore_context"]["parallel_mode"] == "data_parallel":
-        return nn.DistributedGradReducer(params, mean=False, degree=plan["world_size"])
+    ms.set_auto_parallel_context(**plan.mindspore_context)
+    if plan.mindspore_context["parallel_mode"] == "data_parallel":
+        return nn.DistributedGradReducer(params, mean=False, degree=plan.world_size)
     return GradAllReduce(1)  # semi_auto_parallel: the compiler reduces the gradients; pass them through
 
-def parallel_summary(cfg, world_size):
-    "What a run's summary.json records of its parallel engine: backend, mode, workers, ZeRO stage, device."
-    plan = parallel_plan(cfg, world_size)
-    mode = (plan["mindspore_context"] or {}).get("parallel_mode", "stand_alone" if world_size == 1 else "llmpt_nb cells")
-    return dict(backend=plan["backend"], mode=mode, world_size=world_size, zero_stage=plan["zero_stage"],
-                device_target=plan["device_target"])
-
-def train_cells_from_config(net, loss_net, cfg, rank, world_size):
-    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage, on the plan's engine."
-    plan = parallel_plan(cfg, world_size)
-    engine = plan["backend"] == "mindspore"
+def train_cells_from_config(net, loss_net, cfg, rank, plan):
+    "build_train_cells with the config's optimizer, clipping, accumulation and ZeRO stage, on `plan`'s engine."
+    engine = plan.backend == "mindspore"
     reducer = engine_grad_reducer(net.trainable_params(), plan) if engine else None
-    return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps,
-                             0 if engine else plan["zero_stage"], rank, world_size, StepSettings.from_config(cfg), reducer)
+    return build_train_cells(net, loss_net, cfg.runner_config.gradient_accumulation_steps, 0 if engine else plan.zero_stage,
+                             rank, plan.world_size, StepSettings.from_config(cfg), reducer)
 
 # %% ../nbs/09a_parallel.ipynb #d70ba27f
 def tiny_llama(vocab_size=512, seq_length=32, hidden_size=64, num_layers=2, num_heads=4, intermediate_size=128, seed=0,

@@ -25,7 +25,7 @@ from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
 from .build import build_model, check_memory, checkpoint_tokenizer, load_pretrained
-from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config, parallel_summary
+from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 from .rundir import RunDir
 from .run import Job, run_job, config_callbacks, resolve_config
 
@@ -104,11 +104,13 @@ def task_callback():
     "The callback that scores `callbacks.eval_tasks` at each held-out evaluation (chapter 10g's `TaskEval`)."
     return REGISTRY.get("callback", "TaskEval")
 
-def start_run(cfg, out, rank=0, world=1, resume=None, live=False, verbose=True):
+def start_run(cfg, out, rank=0, plan=None, resume=None, live=False, verbose=True):
     """Tokenizer and MindRecord (rank 0, new runs only), datasets, model and `Trainer` in the run folder `out`:
-    everything is built and checked before the first step. `resume`: where a resumed run continues (chapter 09b).
-    Returns a namespace with tok, report, counts, net, trainer."""
+    everything is built and checked before the first step. `plan`: the run's `ParallelPlan` (None: one process);
+    `resume`: where a resumed run continues (chapter 09b). Returns a namespace with tok, report, counts, net, trainer."""
     say, resumed = print if verbose and rank == 0 else (lambda *a, **k: None), resume is not None
+    plan = plan or parallel_plan(cfg, 1)
+    world = plan.world_size
     if not resumed and rank == 0:
         prepare(cfg, out, world, verbose)
     barrier(world)  # the other ranks wait for rank 0's tokenizer and MindRecord shards
@@ -137,7 +139,7 @@ def start_run(cfg, out, rank=0, world=1, resume=None, live=False, verbose=True):
     cells = None
     if world > 1:
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
-        cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, world)
+        cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, plan)
     tasks = [task_callback().from_run(cfg.callbacks.eval_tasks, tok, data_dir)] if cfg.callbacks.eval_tasks else []
     callbacks = config_callbacks(cfg, resume) + tasks + ([LivePlot(references=refs)] if live else [])
     trainer = Trainer.from_config(net, cfg, train_data, val_ds, callbacks, verbose and rank == 0, cells, base)
@@ -147,7 +149,7 @@ def start_run(cfg, out, rank=0, world=1, resume=None, live=False, verbose=True):
               f"{trainer.total_steps / trainer.steps_per_epoch:,.1f} passes. Lower runner_config.max_steps or "
               "lr_schedule.warmup_ratio, or use more data", file=sys.stderr)
     return SimpleNamespace(tok=tok, report=report, counts=counts, net=net, trainer=trainer, baselines=base,
-                           sources=record.get("sources"))
+                           sources=record.get("sources"), plan=plan)
 
 # %% ../nbs/10_pretrain.ipynb #9fe9d0e5
 def sample_text(net, tok, gen, seed, prompt=None):
@@ -179,7 +181,7 @@ def finish_run(cfg, run, folder, seconds):
         tokens_per_s=float(np.median([h["tokens_per_s"] for h in history[1:]] or [history[0]["tokens_per_s"]])),
         tokens_seen=run.trainer.state["tokens_seen"], peak_rss_mb=history[-1]["peak_rss_mb"],
         roundtrip_exact=run.report.exact_ratio, train_rows=run.counts["train"], sources=run.sources,
-        skipped_steps=run.trainer.state["skipped_steps"], parallel=parallel_summary(cfg, run.trainer.world_size),
+        skipped_steps=run.trainer.state["skipped_steps"], parallel=run.plan.summary(),
         checkpoint=str(latest_checkpoint(folder.checkpoints)[0]), prompt=prompt, sample=sample, seconds=seconds)
     if evals and run.baselines:  # the run beside what counting alone achieves on the same held-out documents
         b = run.baselines
@@ -193,15 +195,15 @@ class Pretraining(Job):
     "`pretrain`'s part of chapter 09b's `run_job`: the checks, the run built from the steps above, the summary."
     def __init__(self, live=False, verbose=True): self.live, self.verbose = live, verbose
 
-    def check(self, cfg, world):
-        if world > 1 and parallel_plan(cfg, world)["zero_stage"] == 3:
+    def check(self, cfg, plan):
+        if plan.zero_stage == 3:
             raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
                              "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
         if cfg.callbacks.eval_tasks: task_callback().check(cfg.callbacks.eval_tasks)   # a wrong task, before any file
-        check_memory(cfg, world)
+        check_memory(cfg, plan.world_size)
 
-    def start(self, cfg, folder, rank, world, resume):
-        return start_run(cfg, folder, rank, world, resume, self.live, self.verbose)
+    def start(self, cfg, folder, rank, plan, resume):
+        return start_run(cfg, folder, rank, plan, resume, self.live, self.verbose)
 
     def finish(self, cfg, run, folder, seconds, say):
         summary = finish_run(cfg, run, folder, seconds)

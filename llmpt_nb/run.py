@@ -18,7 +18,7 @@ from .context import set_context
 from .monitor import TensorBoardLog, ProfileWindow
 from .checkpoint import CheckpointMonitor, CheckpointSettings, resume_point
 from .amp import DynamicLossScale
-from .parallel import init_distributed
+from .parallel import init_distributed, parallel_plan
 from .atomic import atomic_write_text
 
 # %% ../nbs/09b_run.ipynb #5ee9a49b
@@ -121,8 +121,8 @@ def fit_on_every_rank(trainer, folder, resume=False):
 # %% ../nbs/09b_run.ipynb #9b000012
 class Job:
     "What a training command adds to `run_job`; `start` and `finish` are its own, `check` and `begin` may stay as they are."
-    def check(self, cfg, world): "Refuse a config before any file is touched (raise ValueError with the fix)."
-    def start(self, cfg, folder, rank, world, resume):
+    def check(self, cfg, plan): "Refuse a config (and its `ParallelPlan`) before any file is touched: ValueError, with the fix."
+    def start(self, cfg, folder, rank, plan, resume):
         "Build the run in `folder` (a RunDir): data, model, Trainer; `resume`: the ResumePoint, None for a new run."
         raise NotImplementedError("build the run: data, model, Trainer")
     def begin(self, cfg, run, resume, changes, say): "After the folder is committed, before the first step."
@@ -143,9 +143,10 @@ def run_job(cfg, job, overrides=(), overwrite=False, resume=False, allow_changes
         if resume or cfg.resume_training:               # where it continues: decided once, here
             warn = (lambda m: print(m, file=sys.stderr)) if verbose and rank == 0 else None
             cfg, changes, point = resume_config(cfg, overrides, allow_changes, warn)
-        job.check(cfg, world)
+        plan = parallel_plan(cfg, world)                # which engine runs the ranks: decided once (chapter 09a)
+        job.check(cfg, plan)
         with folder.create(cfg, overwrite) if point is None and rank == 0 else nullcontext() as commit:
-            run = job.start(cfg, folder, rank, world, point)
+            run = job.start(cfg, folder, rank, plan, point)
             if changes:  # written once the checkpoint has loaded, never before
                 run.trainer.callbacks = sorted([*run.trainer.callbacks, ChangesRecord(cfg, changes, say)], key=lambda c: c.order)
             if commit:
