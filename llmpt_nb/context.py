@@ -29,12 +29,16 @@ def set_context(context, seed=None, amp_level="O0"):
     mode = {"GRAPH_MODE": ms.GRAPH_MODE, "PYNATIVE_MODE": ms.PYNATIVE_MODE}[context.get("mode", "GRAPH_MODE")]
     ms.set_context(mode=mode)
     target = context.get("device_target", "CPU")
-    if ms.get_context("device_target") != target:  # the device can be chosen once, before the first kernel runs
-        if not ms.hal.is_available(target):
-            raise ValueError(f"context.device_target is {target}, but this MindSpore {ms.__version__} cannot use a {target} "
-                             f"on this machine (a CPU-only build, or no {target} driver): set --context.device_target=CPU, "
-                             f"or run on a machine with the {target} build of MindSpore")
-        ms.set_device(target)
+    logging.disable(logging.WARNING)   # MindSpore's warnings for the device plugins it lacks: the error below says it
+    try:
+        if ms.get_context("device_target") != target:  # the device can be chosen once, before the first kernel runs
+            if not ms.hal.is_available(target):
+                raise ValueError(f"context.device_target is {target}, but this MindSpore {ms.__version__} cannot use "
+                                 f"the device {target} on this machine (a CPU-only build, or no {target} driver): set "
+                                 f"--context.device_target=CPU, or run on a machine with the {target} build of MindSpore")
+            ms.set_device(target)
+    finally:
+        logging.disable(logging.NOTSET)
     in_kernel = "ipykernel" in sys.modules  # a Jupyter kernel: see above
     if context.get("enable_graph_kernel") and (target != "CPU" or amp_level == "O0") and not in_kernel:
         _enable_graph_kernel()
