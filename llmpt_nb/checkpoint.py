@@ -329,6 +329,6 @@ def resume(self: CheckpointMonitor, tr):
 def _warn(message): print(message, file=sys.stderr)
 
 def cut_metrics(tr, step):
-    "Cut the run's metrics.jsonl back to `step` (chapter 04d: the steps after it are trained again) and its history with it."
+    "Cut the run's records back to `step` (chapter 04d: the steps after it are trained again) and its history with it."
     kept = tr.run.cut_records(step, write=tr.is_main)
     tr.load_state_dict({"history": [r for r in kept if "loss" in r], "eval_history": [r for r in kept if "eval_loss" in r]})

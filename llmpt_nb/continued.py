@@ -378,7 +378,7 @@ def export_run(run, out):
 
 
 def mlm_summary(cfg, run, out, seconds):
-    "summary.json of a finished run: held-out loss before and after, padding, tokenizer, exports."
+    "The summary of a finished run: held-out loss before and after, padding, tokenizer, exports."
     tr, history = run.trainer, run.trainer.history
     pad = padding_stats([ids for ids, _ in run.data.train(0)], run.tok.pad_token_id, run.data.seq)  # one epoch's batches
     ckpt, hf_dir, diff = export_run(run, out)

@@ -121,7 +121,7 @@ def _tokenizer_files(src):
     folder = src if src.is_dir() else src.parent
     names = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "tokenizer.model"]
     found = [folder / n for n in names if (folder / n).is_file()]
-    run = RunDir(folder.parent).tokenizer            # a run's checkpoint/ sits beside its tokenizer/
+    run = RunDir(folder.parent).tokenizer            # a run's checkpoints sit beside its tokenizer
     if found or not run.is_dir(): return found
     if (run / "tokenizer.json").is_file(): return [run / n for n in names[:3] if (run / n).is_file()]
     return [run / "tokenizer.model"] if (run / "tokenizer.model").is_file() else []

@@ -279,7 +279,7 @@ RUNNING_EXAMPLE = RunDir(Path(str(files("llmpt_nb"))) / "running_example").check
 
 def keep_run(run, dest):
     """Keep what generation needs of a finished run folder in `dest`: its config, summary and tokenizer, and the weights
-    of its newest healthy checkpoint as `checkpoint/model.ckpt` (no optimizer state); returns that file, which
+    of its newest healthy checkpoint as `model.ckpt` among its checkpoints (no optimizer state); returns that file, which
     `load_generator` and `llmpt generate` take. RUNNING_EXAMPLE is chapter 10's full default run, kept so."""
     from llmpt_nb.build import model_at
     from llmpt_nb.convert import save_ms_checkpoint

@@ -359,7 +359,7 @@ class ParallelPlan:
     mindspore_context: Optional[dict] = None  # MindSpore's auto-parallel context, for backend mindspore on N workers
 
     def summary(self):
-        "What a run's summary.json records of its parallel engine: backend, mode, workers, ZeRO stage, device."
+        "What a run's summary records of its parallel engine: backend, mode, workers, ZeRO stage, device."
         mode = (self.mindspore_context or {}).get("parallel_mode", "stand_alone" if self.world_size == 1 else "llmpt_nb cells")
         return dict(backend=self.backend, mode=mode, world_size=self.world_size, zero_stage=self.zero_stage,
                     device_target=self.device_target)

@@ -169,7 +169,7 @@ def held_out_opening(val_ds, tok, chars=4):
 
 
 def finish_run(cfg, run, folder, seconds):
-    "Generate the sample and write sample.txt and summary.json into the run's `folder` (a RunDir); returns the summary."
+    "Generate the sample, write sample.txt and the summary into the run's `folder` (a RunDir); returns the summary."
     tok, history = run.tok, run.trainer.history
     prompt = cfg.generation.prompt or held_out_opening(run.trainer.val_ds, tok)
     sample = sample_text(run.net, tok, cfg.generation, cfg.seed, prompt)
