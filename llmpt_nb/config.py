@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['DEFAULT_CONFIG', 'Field', 'NULL_TYPES', 'ALSO_TYPES', 'RULES', 'CHOICES', 'REFUSED', 'TYPED', 'list_configs',
            'packaged_config', 'plain_copy', 'Config', 'read_yaml', 'config_schema', 'get_key', 'validate_config',
-           'set_key', 'parse_overrides', 'apply_overrides', 'load_config', 'config_hash', 'config_changes']
+           'set_key', 'parse_overrides', 'apply_overrides', 'load_config', 'user_keys', 'config_hash', 'config_changes']
 
 # %% ../nbs/04_config.ipynb #c37ea7cc
 import copy
@@ -458,6 +458,16 @@ def load_config(path=None, overrides: Union[str, Iterable[str], dict] = (), sche
     except ValueError as e:
         where = f"the packaged {DEFAULT_CONFIG}" if path is None else f"'{path}'"
         raise ValueError(f"{e}\n(config from {where}{' with command-line overrides' if overrides else ''})") from None
+
+# %% ../nbs/04_config.ipynb #6fee38c1
+def user_keys(path=None, overrides=()) -> set:
+    """The dotted keys a user set: in `overrides`, and in the YAML file `path` when it is their own (a packaged config's
+    keys are defaults). A run from existing weights takes the rest of the model's shape from them (chapter 08a)."""
+    keys = {k for k, _, _ in _split_args(overrides)}
+    src = _find_config(path) if path is not None else None
+    if src is not None and _configs_dir().resolve() not in src.resolve().parents:
+        keys |= {k for k, _ in _walk(read_yaml(src))}
+    return keys
 
 # %% ../nbs/04_config.ipynb #98221ff8
 def config_hash(cfg: dict, length: int = 12) -> str:

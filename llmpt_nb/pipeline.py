@@ -24,7 +24,8 @@ from .models.llama import CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
-from .build import build_model, check_memory, checkpoint_tokenizer, load_pretrained
+from .build import build_model, check_memory, checkpoint_tokenizer, load_pretrained, take_shape
+from .config import user_keys
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 from .rundir import RunDir
 from .run import Job, run_job, config_callbacks, resolve_config
@@ -220,4 +221,6 @@ def pretrain(config=None, overrides=(), smoke=False, overwrite=False, resume=Fal
     `resume` (or `resume_training: true`) continues the run in output_dir from its newest good checkpoint.
     Under `llmpt launch` (msrun) every worker runs this: rank 0 prepares the tokenizer and data, each rank reads its shard."""
     cfg = resolve_config(config, overrides, smoke)
+    if not (resume or cfg.resume_training):   # from weights: their shape and tokenizer, unless set (chapter 08a)
+        cfg = take_shape(cfg, user_keys(config, overrides), print if verbose else (lambda *a, **k: None))
     return run_job(cfg, Pretraining(live, verbose), overrides, overwrite, resume, allow_changes, verbose)

@@ -144,11 +144,27 @@ def test_a_vocabulary_that_disagrees_is_refused_naming_both_sizes(hf_dir, tmp_pa
     assert ("vocab_size 2000 in the model config but the tokenizer has 1200 pieces: set model.model_config.vocab_size: 1200"
             in r.stderr), r.stderr[-3000:]
     assert not out.exists()                                                   # a run that fails its checks leaves nothing
-    # weights with 1,200 rows, a run tokenizer of 2,000 SentencePiece pieces: refused before the first step
-    shape = [f"--model.model_config.{k}={v}" for k, v in SHAPE.items()]
-    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--load_checkpoint={hf_dir}", *shape, env=env)
-    assert r.returncode == 2 and "vocabulary of 1200 tokens but the run's tokenizer has 2000 pieces" in r.stderr, r.stderr[-3000:]
-    assert "set processor.tokenizer.type=HFTokenizer" in r.stderr
+    # weights with 1,200 rows and a hidden size the run contradicts: refused before any file of the run is written
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--load_checkpoint={hf_dir}",
+              f"--model.model_config.hidden_size={SHAPE['hidden_size'] * 2}", env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"hidden_size is {SHAPE['hidden_size'] * 2} here, {SHAPE['hidden_size']} there" in r.stderr, r.stderr[-3000:]
+    assert "Remove --model.model_config.hidden_size" in r.stderr and not out.exists()
+
+
+def test_one_command_takes_the_shape_and_tokenizer_from_the_folder(hf_dir, tmp_path, env):
+    "load_checkpoint alone: the run takes the folder's shape and tokenizer.json, says so, records them, and trains."
+    from llmpt_nb.config import load_config
+    from llmpt_nb.tokenizer import load_tokenizer
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--load_checkpoint={hf_dir}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"model shape and tokenizer from {hf_dir / 'config.json'}: vocab_size 1200" in r.stdout, r.stdout[-3000:]
+    mc = load_config(out / "config.yaml").model.model_config                     # recorded in the run's config
+    assert mc.vocab_size == 1200 and all(mc[k] == v for k, v in SHAPE.items()), mc
+    run_tok, theirs = load_tokenizer(out / "tokenizer"), load_tokenizer(hf_dir)
+    assert [run_tok.id_to_piece(i) for i in range(1200)] == [theirs.id_to_piece(i) for i in range(1200)]
+    assert json.loads((out / "summary.json").read_text())["steps"] == 2
 
 
 def test_missing_or_mismatched_tokenizer_files_get_one_sentence(hf_dir, tmp_path, env):
