@@ -24,7 +24,7 @@ class RunDir:
     def __str__(self): return str(self.path)
 
     config_file = property(lambda self: self.path / "config.yaml", doc="the run's config, as it trains")
-    metrics_file = property(lambda self: self.path / "metrics.jsonl", doc="one JSON record per logged step, evaluation, change")
+    metrics_file = property(lambda self: self.path / "metrics.jsonl", doc="a JSON record per step, evaluation, change")
     summary_file = property(lambda self: self.path / "summary.json", doc="what the finished run reports")
     checkpoints = property(lambda self: self.path / "checkpoint", doc="its checkpoints (chapter 06)")
     tokenizer = property(lambda self: self.path / "tokenizer", doc="the tokenizer it trained or took")
