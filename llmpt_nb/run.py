@@ -148,7 +148,8 @@ def run_job(cfg, job, overrides=(), overwrite=False, resume=False, allow_changes
         with folder.create(cfg, overwrite) if point is None and rank == 0 else nullcontext() as commit:
             run = job.start(cfg, folder, rank, plan, point)
             if changes:  # written once the checkpoint has loaded, never before
-                run.trainer.callbacks = sorted([*run.trainer.callbacks, ChangesRecord(cfg, changes, say)], key=lambda c: c.order)
+                added = [*run.trainer.callbacks, ChangesRecord(cfg, changes, say)]
+                run.trainer.callbacks = sorted(added, key=lambda c: c.order)
             if commit:
                 commit()  # the new run has started: only now does the run it replaces go
         job.begin(cfg, run, point, changes, say)
