@@ -292,6 +292,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'llmpt_nb.convert.load_weights': ('convert.html#load_weights', 'llmpt_nb/convert.py'),
                                   'llmpt_nb.convert.mindformers2_yaml': ('convert.html#mindformers2_yaml', 'llmpt_nb/convert.py'),
                                   'llmpt_nb.convert.rule_failures': ('convert.html#rule_failures', 'llmpt_nb/convert.py'),
+                                  'llmpt_nb.convert.run_checkpoint': ('convert.html#run_checkpoint', 'llmpt_nb/convert.py'),
                                   'llmpt_nb.convert.run_convert_weights': ('convert.html#run_convert_weights', 'llmpt_nb/convert.py'),
                                   'llmpt_nb.convert.save_ms_checkpoint': ('convert.html#save_ms_checkpoint', 'llmpt_nb/convert.py'),
                                   'llmpt_nb.convert.verify_precision': ('convert.html#verify_precision', 'llmpt_nb/convert.py'),

@@ -110,13 +110,8 @@ def model_at(path, what="load_checkpoint", healthy=False):
     path in errors."""
     from llmpt_nb.weights import load_hf_model  # chapter 07
     from llmpt_nb.convert import load_ms_checkpoint  # chapter 07a
-    p, run = Path(path).expanduser(), RunDir(path)
-    if p.is_dir() and not (p / "config.json").is_file() and run.checkpoints.is_dir():  # an llmpt_nb run folder
-        found = (latest_checkpoint(run.checkpoints, healthy=True) if healthy else None) or latest_checkpoint(run.checkpoints)
-        if found is None:
-            raise FileNotFoundError(f"{what} {str(path)!r} is a run folder without a complete checkpoint: train it first "
-                                    f"(llmpt pretrain --output_dir={path}), or resume it (--resume)")
-        p = found[0]
+    from llmpt_nb.convert import run_checkpoint  # chapter 07a
+    p = run_checkpoint(path, healthy, what)       # a run folder: its newest (healthy) complete checkpoint
     if p.is_dir() and (p / "config.json").is_file():
         return (*load_hf_model(p), p)
     if p.is_file():

@@ -4,9 +4,9 @@
 
 # %% auto #0
 __all__ = ['TRAINING_STATE', 'FORMATS', 'CONVERT_FORMATS', 'FOLDER_FORMATS', 'VERIFY_SENTENCES', 'VERIFY_RULES',
-           'MINDFORMERS2_MODELS', 'save_ms_checkpoint', 'load_ms_checkpoint', 'load_weights', 'ConvertOptions',
-           'convert_weights', 'verify_precision', 'compare_logits', 'differing_tensors', 'rule_failures',
-           'verify_weights', 'export_mindformers2', 'mindformers2_yaml', 'run_convert_weights']
+           'MINDFORMERS2_MODELS', 'save_ms_checkpoint', 'run_checkpoint', 'load_ms_checkpoint', 'load_weights',
+           'ConvertOptions', 'convert_weights', 'verify_precision', 'compare_logits', 'differing_tensors',
+           'rule_failures', 'verify_weights', 'export_mindformers2', 'mindformers2_yaml', 'run_convert_weights']
 
 # %% ../nbs/07a_convert.ipynb #6df04a35
 import json
@@ -19,7 +19,7 @@ from mindspore import Tensor
 from .models.llama import DTYPES, LlamaForCausalLM
 from .atomic import atomic_write_text
 from .rundir import RunDir
-from .checkpoint import read_checkpoint, save_checkpoint
+from .checkpoint import latest_checkpoint, read_checkpoint, save_checkpoint
 from .hf_folder import DTYPES_NAME, HFCheckpoint
 from .weights import (
     ARCHITECTURES, Origin, assign_parameters, empty_model, expected_shapes, export_hf, from_mindformers, hf_architecture,
@@ -75,9 +75,23 @@ class _CkptSource:
         return (t.astype(ms.float32) if t.dtype == ms.bfloat16 else t).asnumpy()
 
 # %% ../nbs/07a_convert.ipynb #25075cf0
+def run_checkpoint(path, healthy=True, what="the weights"):
+    """`path` itself, or for a run folder its newest healthy checkpoint (with `healthy`; else, or when none is healthy,
+    its newest complete one)."""
+    p, run = Path(path).expanduser(), RunDir(path)
+    if not (p.is_dir() and not (p / "config.json").is_file() and run.checkpoints.is_dir()):
+        return p
+    found = (latest_checkpoint(run.checkpoints, healthy=True) if healthy else None) or latest_checkpoint(run.checkpoints)
+    if found is None:
+        raise FileNotFoundError(f"{what} {str(path)!r} is a run folder without a complete checkpoint: train it first "
+                                f"(llmpt pretrain --output_dir={path}), or resume it (--resume)")
+    return found[0]
+
+
 def load_ms_checkpoint(path, config=None, names=None, dtype=None):
-    "Our model from a MindSpore .ckpt or .safetensors (ours, a Trainer's, or MindFormers'); returns (net, MappingTable)."
-    path = Path(path)
+    """Our model from a MindSpore .ckpt or .safetensors (ours, a Trainer's, or MindFormers'; a run folder: its newest
+    healthy checkpoint); returns (net, MappingTable)."""
+    path = run_checkpoint(path)
     if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     raw = read_checkpoint(path)
     strings = {k: v for k, v in raw.items() if isinstance(v, str)}
@@ -148,6 +162,7 @@ def convert_weights(src, dst, src_format="hf", dst_format="ms", options=ConvertO
     dst = Path(dst)
     if dst_format not in FOLDER_FORMATS and dst.exists() and not overwrite:
         raise FileExistsError(f"{dst} exists: choose another file or pass --overwrite")
+    src = run_checkpoint(src) if src_format in ("ms", "mindformers") else src   # a run folder: its newest healthy one
     net, table = load_weights(src, "hf" if src_format == "mindformers2" else src_format, config, dtype, seq_length)
     if verbose: print(table)
     if dst_format in FOLDER_FORMATS:

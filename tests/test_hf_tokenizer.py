@@ -165,6 +165,14 @@ def test_one_command_takes_the_shape_and_tokenizer_from_the_folder(hf_dir, tmp_p
     run_tok, theirs = load_tokenizer(out / "tokenizer"), load_tokenizer(hf_dir)
     assert [run_tok.id_to_piece(i) for i in range(1200)] == [theirs.id_to_piece(i) for i in range(1200)]
     assert json.loads((out / "summary.json").read_text())["steps"] == 2
+    # back where it came from: a Hugging Face folder of the run's newest checkpoint, with the original tokenizer files,
+    # that transformers loads with logits equal to ours (the --verify rule)
+    back = tmp_path / "back"
+    r = llmpt("convert-weights", "--from", "ms", "--to", "hf", out, back, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (back / "tokenizer.json").read_bytes() == (hf_dir / "tokenizer.json").read_bytes()
+    r = llmpt("convert-weights", "--verify", back, out, env=env)       # ids from the folder's tokenizer, not bytes
+    assert r.returncode == 0 and "OK (float32 rule" in r.stdout and "from back" in r.stdout, r.stdout[-3000:]
 
 
 def test_missing_or_mismatched_tokenizer_files_get_one_sentence(hf_dir, tmp_path, env):
