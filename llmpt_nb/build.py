@@ -161,7 +161,7 @@ def _weights_tokenizer(cfg, user):
 
 def take_shape(cfg, user=(), say=print):
     """`cfg` with model.model_config's shape (SHAPE_KEYS) and the tokenizer taken from the weights at `load_checkpoint`
-    wherever the user did not set them (`user`: the keys they set, chapter 04's `user_keys`); a key they set that
+    wherever the user did not set them (`user`: the keys they set, chapter 09b's `user_keys`); a key they set that
     the weights contradict is refused here, before any file is written."""
     if not cfg.load_checkpoint:
         return cfg

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_CONFIG', 'Field', 'NULL_TYPES', 'ALSO_TYPES', 'RULES', 'CHOICES', 'REFUSED', 'TYPED', 'list_configs',
-           'packaged_config', 'plain_copy', 'Config', 'read_yaml', 'config_schema', 'get_key', 'validate_config',
-           'set_key', 'parse_overrides', 'apply_overrides', 'load_config', 'user_keys', 'config_hash', 'config_changes']
+           'packaged_config', 'plain_copy', 'Config', 'read_yaml', 'walk_keys', 'config_schema', 'get_key',
+           'validate_config', 'set_key', 'parse_overrides', 'apply_overrides', 'load_config', 'config_hash',
+           'config_changes']
 
 # %% ../nbs/04_config.ipynb #c37ea7cc
 import copy
@@ -158,12 +159,12 @@ NULL_TYPES = {                       # keys that are null in the packaged config
 }
 ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
 
-def _walk(d: dict, prefix: str = ''):
+def walk_keys(d: dict, prefix: str = ''):
     "Yield `(dotted_key, value)` for every key of a nested mapping, each section before its keys."
     for k, v in d.items():
         key = f'{prefix}{k}'
         yield key, v
-        if isinstance(v, dict): yield from _walk(v, key + '.')
+        if isinstance(v, dict): yield from walk_keys(v, key + '.')
 
 def config_schema(files: Optional[Iterable] = None) -> dict:
     "`dotted key -> Field` from YAML `files` (default: every packaged config, the default one first)."
@@ -172,7 +173,7 @@ def config_schema(files: Optional[Iterable] = None) -> dict:
     for i, f in enumerate(files):
         data = read_yaml(f)
         data.pop('base_config', None)
-        for key, v in _walk(data):
+        for key, v in walk_keys(data):
             t = dict if isinstance(v, dict) else type(v)
             entry = seen.setdefault(key, [set(), i == 0, None if t is dict else v])
             entry[0].add(t)
@@ -332,7 +333,7 @@ def validate_config(cfg: dict, schema: Optional[dict] = None) -> 'Config':
                 errors.append(f"{key}: {REFUSED[key]} ({_TRANSLATE})")
                 bad.add(key)
             elif field is None:
-                leaves = [f'{key}.{sub}' for sub, x in _walk(v) if not isinstance(x, dict)] if isinstance(v, dict) and v else [key]
+                leaves = [f'{key}.{sub}' for sub, x in walk_keys(v) if not isinstance(x, dict)] if isinstance(v, dict) and v else [key]
                 errors.extend(_unknown_key(leaf, schema) for leaf in leaves)
                 bad.add(key)
             elif isinstance(v, dict) and dict in field.types: walk(v, key + '.')
@@ -458,16 +459,6 @@ def load_config(path=None, overrides: Union[str, Iterable[str], dict] = (), sche
     except ValueError as e:
         where = f"the packaged {DEFAULT_CONFIG}" if path is None else f"'{path}'"
         raise ValueError(f"{e}\n(config from {where}{' with command-line overrides' if overrides else ''})") from None
-
-# %% ../nbs/04_config.ipynb #6fee38c1
-def user_keys(path=None, overrides=()) -> set:
-    """The dotted keys a user set: in `overrides`, and in the YAML file `path` when it is their own (a packaged config's
-    keys are defaults). A run from existing weights takes the rest of the model's shape from them (chapter 08a)."""
-    keys = {k for k, _, _ in _split_args(overrides)}
-    src = _find_config(path) if path is not None else None
-    if src is not None and _configs_dir().resolve() not in src.resolve().parents:
-        keys |= {k for k, _ in _walk(read_yaml(src))}
-    return keys
 
 # %% ../nbs/04_config.ipynb #98221ff8
 def config_hash(cfg: dict, length: int = 12) -> str:

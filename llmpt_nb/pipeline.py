@@ -25,10 +25,9 @@ from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
 from .build import build_model, check_memory, checkpoint_tokenizer, load_pretrained, take_shape
-from .config import user_keys
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 from .rundir import RunDir
-from .run import Job, run_job, config_callbacks, resolve_config
+from .run import Job, run_job, config_callbacks, resolve_config, user_keys
 
 # %% ../nbs/10_pretrain.ipynb #cb3f09bb
 def load_documents(cfg):
