@@ -10,8 +10,10 @@ PyTorch's fused kernel): the same model computed in another order. Their loss di
 of two correct implementations at these sizes, printed beside the MindSpore - PyTorch difference.
 
     python benchmarks/train_vs_torch.py [--steps 20] [--batch B] [--seq T] [--accum A] [--threads 2] [--set KEY=VALUE]
+                                        [--shape smollm2-135m]
 
-Sizes not given are the packaged default config's.
+Sizes not given are the packaged default config's; `--shape` takes a known model's (random weights, the same in both).
+The MindSpore run also prints chapter 08a's memory estimate for its config, beside the peak RSS it measured.
 """
 import argparse, json, os, resource, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -40,12 +42,18 @@ def batches(vocab, batch, seq, steps, accum, seed=0):
     return rows.reshape(steps, accum, batch, seq + 1)
 
 
+SHAPES = {  # config.json of HuggingFaceTB/SmolLM2-135M, as overrides
+    "smollm2-135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_layers=30, num_heads=9,
+                         n_kv_heads=3, rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)}
+
+
 def config(a):
     "The packaged config with this run's sizes (the default's where not given); fills them into `a`."
     from llmpt_nb.config import load_config
     sizes = {"runner_config.batch_size": a.batch, "runner_config.gradient_accumulation_steps": a.accum,
              "model.model_config.seq_length": a.seq, "lr_schedule.learning_rate": a.lr}
-    cfg = load_config(overrides=[f"{k}={v}" for k, v in sizes.items() if v is not None] + a.set + [
+    shape = [f"model.model_config.{k}={v}" for k, v in SHAPES.get(a.shape, {}).items()]
+    cfg = load_config(overrides=[f"{k}={v}" for k, v in sizes.items() if v is not None] + shape + a.set + [
         f"runner_config.max_steps={a.steps}", f"output_dir={tempfile.mkdtemp()}", "callbacks.save_checkpoint_steps=100000",
         "context.peak_flops=1.0"])
     rc = cfg.runner_config
@@ -84,6 +92,7 @@ def run_mindspore(a, work):
     from llmpt_nb.models.llama import LlamaConfig, LlamaForCausalLM
     from llmpt_nb.trainer import Trainer
     from llmpt_nb.context import set_context
+    from llmpt_nb.build import memory_estimate
     cfg = config(a)
     set_context(cfg.context, cfg.seed)
     net = LlamaForCausalLM(LlamaConfig.from_dict(cfg.model.model_config))
@@ -93,7 +102,8 @@ def run_mindspore(a, work):
     turns = Turns(a.turns)
     tr = Trainer.from_config(net, cfg, ds, verbose=False, callbacks=[turns])
     hist = tr.fit()
-    return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist],
+    estimate = memory_estimate(cfg)["total"]
+    return dict(loss=[h["loss"] for h in hist], step_s=[h["step_ms"] / 1e3 for h in hist], estimate_mib=estimate / 2**20,
                 n_params=tr.n_params, graph_kernel=bool(cfg.context.enable_graph_kernel), version=ms.__version__)
 
 
@@ -165,6 +175,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20); ap.add_argument("--batch", type=int)
     ap.add_argument("--seq", type=int); ap.add_argument("--accum", type=int)
     ap.add_argument("--threads", type=int, default=2); ap.add_argument("--lr", type=float)
+    ap.add_argument("--shape", choices=list(SHAPES), help="a known model's shape instead of the packaged default's")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any other config override")
     ap.add_argument("--child", choices=list(RUNS)); ap.add_argument("--work"); ap.add_argument("--turns")
     a = ap.parse_args()
@@ -213,7 +224,8 @@ def main():
     print(f"mindspore's first step (graph compilation) {ms_['step_s'][0]:.1f} s; pytorch with eager attention "
           f"{tokens / np.median(pt_eager['step_s'][2:]):.0f} tokens/s")
     print(f"peak RSS: mindspore {ms_['peak_rss_mb']:.0f} MiB, pytorch eager {pt['peak_rss_mb']:.0f} MiB, "
-          f"ratio {ms_['peak_rss_mb'] / pt['peak_rss_mb']:.2f}x")
+          f"ratio {ms_['peak_rss_mb'] / pt['peak_rss_mb']:.2f}x; chapter 08a's estimate for this config "
+          f"{ms_['estimate_mib']:.0f} MiB")
 
 
 if __name__ == "__main__":

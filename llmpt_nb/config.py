@@ -154,7 +154,7 @@ NULL_TYPES = {                       # keys that are null in the packaged config
     'load_checkpoint': str, 'train_dataset.max_documents': int, 'train_dataset.shard_num': int,
     'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
     'processor.tokenizer.vocab_file': str, 'context.peak_flops': float, 'tensorboard.tensorboard_dir': str,
-    'callbacks.embedding_local_norm_threshold': float, 'generation.prompt': str,
+    'callbacks.embedding_local_norm_threshold': float, 'generation.prompt': str, 'callbacks.reference_corpus': str,
     'model.model_config.head_dim': int,
 }
 ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
@@ -199,7 +199,7 @@ callbacks.log_interval callbacks.eval_interval callbacks.eval_batches callbacks.
 callbacks.keep_checkpoint_max generation.temperature train_dataset.max_documents train_dataset.shard_num
 context.peak_flops processor.tokenizer.sample_documents processor.tokenizer.sample_chars
 monitor_config.global_norm_spike_threshold monitor_config.global_norm_spike_count_threshold callbacks.embedding_local_norm_threshold profile_start_step
-profile_stop_step generation.repetition_penalty'''.split()
+profile_stop_step generation.repetition_penalty callbacks.reference_documents'''.split()
 _NON_NEGATIVE = '''seed train_dataset.min_chars train_dataset.prepare_workers optimizer.weight_decay lr_schedule.lr_end generation.top_k
 generation.max_new_tokens'''.split()
 _STEPS = 'runner_config.max_steps lr_schedule.total_steps'.split()

@@ -191,7 +191,7 @@ def check_ram(cfg):
         why = ("chapter 08's estimate is a LLaMA's" if cfg.context.device_target == "CPU" else
                f"{cfg.context.device_target} memory is the framework's to check")
         return Check("memory", "OK", found + f"; {why}")
-    return Check("memory", "OK", found + f"; this config needs about {_gib(need)} per process (chapter 08's estimate)")
+    return Check("memory", "OK", found + f"; this config needs about {_gib(need['total'])} per process (chapter 08's estimate)")
 
 
 def check_disk(cfg):

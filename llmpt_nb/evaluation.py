@@ -18,7 +18,8 @@ __all__ = ['NORMS', 'TEXT_TASKS', 'FILE_TASKS', 'DEFAULT_TASKS', 'log_softmax', 
            'BigramScorer', 'loglikelihoods', 'rolling_pairs', 'rolling_loglikelihoods', 'text_loss', 'Item',
            'read_jsonl', 'blimp_items', 'choice_items', 'mean_stderr', 'item_scores', 'summarize', 'swap_items',
            'continuation_items', 'run_documents', 'run_bigram', 'parse_task', 'read_texts', 'task_items',
-           'task_requests', 'score_task', 'format_results', 'run_data', 'evaluate', 'run_evaluate', 'TaskEval']
+           'task_requests', 'score_task', 'format_results', 'run_data', 'evaluate', 'run_evaluate', 'TaskEval',
+           'ReferenceLoss']
 
 # %% ../nbs/10g_evaluate.ipynb #267641b5
 def log_softmax(z):
@@ -391,3 +392,27 @@ def on_evaluate(self, trainer, rec):
         rec[f"{name}_acc"], rec[f"{name}_acc_stderr"] = r["acc"], r["acc_stderr"]
     trainer.net.set_train(True)
     rec.update(self.fixed)
+
+# %% ../nbs/10g_evaluate.ipynb #7ffd8be1
+@register("callback")
+class ReferenceLoss:
+    """A `Trainer` callback (chapter 05's `on_evaluate`): at each held-out evaluation the model's loss on `texts`, a
+    sample of the kind of text it was first trained on, joins the record as `reference_text_loss` (nats per token,
+    every token scored once) and `reference_text_bits_per_byte`: what continued pretraining costs the old text."""
+    def __init__(self, texts, tok, batch_size=8):
+        self.texts, self.tok, self.batch_size = list(texts), tok, batch_size
+        if not self.texts: raise ValueError("the reference text has no documents: give callbacks.reference_corpus a "
+                                            "corpus with documents of at least 8 characters")
+
+    @classmethod
+    def from_corpus(cls, corpus, tok, documents=100, **kw):
+        "The first `documents` documents of `corpus` (a file, a folder or 'default', as chapter 01 reads them), cleaned."
+        from llmpt_nb.corpus import load_corpus, clean_documents
+        return cls(clean_documents(load_corpus(corpus, max_documents=documents)), tok, **kw)
+
+    def on_evaluate(self, trainer, rec):
+        "The loss on the reference texts of the model as it is now joins the evaluation's record `rec`."
+        trainer.net.set_train(False)
+        r = text_loss(NetScorer(trainer.net, self.batch_size), self.tok, self.texts)
+        trainer.net.set_train(True)
+        rec["reference_text_loss"], rec["reference_text_bits_per_byte"] = r["nats_per_token"], r["bits_per_byte"]

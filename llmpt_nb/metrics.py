@@ -99,6 +99,8 @@ def plot_losses(history, eval_history=(), ax=None, references=None):
     ax.plot([h["step"] for h in history], [h["loss"] for h in history], label="train loss")
     if eval_history:
         ax.plot([h["step"] for h in eval_history], [h["eval_loss"] for h in eval_history], "o-", label="held-out loss")
+    old = [h for h in eval_history if "reference_text_loss" in h]   # chapter 10g: the text a continued model came from
+    if old: ax.plot([h["step"] for h in old], [h["reference_text_loss"] for h in old], "s--", label="reference text loss")
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls="--", lw=1, color=f"C{i + 2}", label=f"{name} {value:.2f}")
     ax.set(xlabel="optimizer step", ylabel="loss (nats/token)", title="training loss")

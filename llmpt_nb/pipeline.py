@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['load_documents', 'prepare_settings', 'tokenizer_file', 'prepare_run_tokenizer', 'prepare', 'existing_data',
-           'task_callback', 'start_run', 'sample_text', 'held_out_opening', 'finish_run', 'Pretraining', 'pretrain']
+           'evaluation_callback', 'start_run', 'sample_text', 'held_out_opening', 'format_before_after', 'finish_run',
+           'Pretraining', 'pretrain']
 
 # %% ../nbs/10_pretrain.ipynb #f4f860e4
 import sys
@@ -15,7 +16,7 @@ import numpy as np
 from .registry import REGISTRY
 from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size
-from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
+from .corpus import load_corpus, clean_documents, split_documents, corpus_files, SENSITIVE_RULES
 from .data import batches_of, read_mindrecord
 from .prepare import (PrepareSettings, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
                               prepare_tokenizer, load_prepared, prepared_report, prepared_baselines,
@@ -24,7 +25,8 @@ from .models.llama import CausalLMLoss, generate, count_parameters
 from .trainer import Trainer, LivePlot
 from .checkpoint import latest_checkpoint
 from .atomic import atomic_write_text
-from .build import build_model, check_memory, checkpoint_tokenizer, load_pretrained, take_shape
+from .build import (build_model, check_memory, memory_estimate, format_memory, checkpoint_tokenizer,
+                            load_pretrained, take_shape)
 from .parallel import barrier, broadcast_parameters, rank_dataset, parallel_plan, train_cells_from_config
 from .rundir import RunDir
 from .run import Job, run_job, config_callbacks, resolve_config, user_keys
@@ -98,11 +100,13 @@ def existing_data(cfg, out):
     return tok, folder, counts, record
 
 # %% ../nbs/10_pretrain.ipynb #de389f8f
-REGISTRY.expect("callback", "TaskEval", "llmpt_nb.evaluation")   # chapter 10g registers it where it defines it
+for name in ("TaskEval", "ReferenceLoss"):   # chapter 10g registers them where it defines them
+    REGISTRY.expect("callback", name, "llmpt_nb.evaluation")
 
-def task_callback():
-    "The callback that scores `callbacks.eval_tasks` at each held-out evaluation (chapter 10g's `TaskEval`)."
-    return REGISTRY.get("callback", "TaskEval")
+def evaluation_callback(name):
+    """Chapter 10g's callback `name`: `TaskEval` scores `callbacks.eval_tasks` at each held-out evaluation,
+    `ReferenceLoss` the loss on `callbacks.reference_corpus`."""
+    return REGISTRY.get("callback", name)
 
 def start_run(cfg, out, rank=0, plan=None, resume=None, live=False, verbose=True):
     """Tokenizer and MindRecord (rank 0, new runs only), datasets, model and `Trainer` in the run folder `out`:
@@ -133,6 +137,8 @@ def start_run(cfg, out, rank=0, plan=None, resume=None, live=False, verbose=True
     val_ds = read_mindrecord(data_dir / "val.mindrecord", batch_size=min(bs, counts["val"]), pad_id=tok.pad_id)
     net = build_model(cfg)
     say(f"model: {cfg.model.arch.type}, {count_parameters(net) / 1e6:.2f} M parameters")
+    if (memory := memory_estimate(cfg)) is not None:
+        say(f"memory (chapter 08a's estimate): {format_memory(memory, cfg)}")
     if cfg.load_checkpoint and not resumed:  # a new run from existing weights (a resumed run has its own)
         table = load_pretrained(net, cfg.load_checkpoint, tok)
         say(f"weights: {table.title}, {len(table)} tensors")
@@ -140,7 +146,10 @@ def start_run(cfg, out, rank=0, plan=None, resume=None, live=False, verbose=True
     if world > 1:
         broadcast_parameters(net.trainable_params(), world)  # every rank starts from rank 0's weights
         cells = train_cells_from_config(net, CausalLMLoss(net), cfg, rank, plan)
-    tasks = [task_callback().from_run(cfg.callbacks.eval_tasks, tok, data_dir)] if cfg.callbacks.eval_tasks else []
+    cb = cfg.callbacks
+    tasks = [evaluation_callback("TaskEval").from_run(cb.eval_tasks, tok, data_dir)] if cb.eval_tasks else []
+    if cb.reference_corpus:
+        tasks.append(evaluation_callback("ReferenceLoss").from_corpus(cb.reference_corpus, tok, cb.reference_documents))
     callbacks = config_callbacks(cfg, resume) + tasks + ([LivePlot(references=refs)] if live else [])
     trainer = Trainer.from_config(net, cfg, train_data, val_ds, callbacks, verbose and rank == 0, cells, base)
     if trainer.warmup_steps > trainer.steps_per_epoch and rank == 0:  # e.g. a max_steps far beyond the data
@@ -168,6 +177,14 @@ def held_out_opening(val_ds, tok, chars=4):
     return tok.decode(row[:row.index(tok.eos_id)] if tok.eos_id in row else row).strip()[:chars]
 
 
+def format_before_after(summary):
+    "A run from weights: held-out loss on its own text, and on the reference text if any, before and after training."
+    b, a = summary["eval_before"], summary["eval_after"]
+    ref = (f"; reference text {b['reference_text_loss']:.4f} -> {a['reference_text_loss']:.4f}"
+           if "reference_text_loss" in a else "")
+    return f"held-out loss {b['eval_loss']:.4f} -> {a['eval_loss']:.4f}{ref} (nats/token, before the first step -> after the last)"
+
+
 def finish_run(cfg, run, folder, seconds):
     "Generate the sample, write sample.txt and the summary into the run's `folder` (a RunDir); returns the summary."
     tok, history = run.tok, run.trainer.history
@@ -188,6 +205,8 @@ def finish_run(cfg, run, folder, seconds):
         summary.update(eval_bits_per_char=evals[-1].get("eval_bits_per_char"), baseline_lambda=b.lam,
                        baselines={k: asdict(v) for k, v in (("unigram", b.unigram), ("bigram", b.bigram))},
                        beats_bigram=evals[-1]["eval_loss"] < b.bigram.nats_per_token)
+    if evals and evals[0]["step"] == 0:  # a run from weights: before the first step and after the last
+        summary.update(eval_before=evals[0], eval_after=evals[-1])
     return folder.write_summary(summary)
 
 # %% ../nbs/10_pretrain.ipynb #a6e52448
@@ -199,8 +218,15 @@ class Pretraining(Job):
         if plan.zero_stage == 3:
             raise ValueError("ZeRO stage 3 runs in chapter 09a's experiments but not yet in `llmpt pretrain` (its "
                              "checkpoints would hold parameter shards): use zero_stage 0, 1 or 2")
-        if cfg.callbacks.eval_tasks: task_callback().check(cfg.callbacks.eval_tasks)   # a wrong task, before any file
+        if cfg.callbacks.eval_tasks: evaluation_callback("TaskEval").check(cfg.callbacks.eval_tasks)   # before any file
+        if cfg.callbacks.reference_corpus:
+            try: corpus_files(cfg.callbacks.reference_corpus)
+            except FileNotFoundError as e: raise FileNotFoundError(f"callbacks.reference_corpus: {e}") from None
         check_memory(cfg, plan.world_size)
+
+    def begin(self, cfg, run, resume, changes, say):
+        if resume is None and cfg.load_checkpoint:  # the starting weights' held-out losses: step 0 of the history
+            run.trainer.evaluation()
 
     def start(self, cfg, folder, rank, plan, resume):
         return start_run(cfg, folder, rank, plan, resume, self.live, self.verbose)
@@ -210,6 +236,8 @@ class Pretraining(Job):
         say(f"sample: {summary['sample']}")
         if "baselines" in summary:
             say(format_baselines(run.baselines, summary["eval_loss"]))
+        if "eval_before" in summary:
+            say(format_before_after(summary))
         say(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} in {summary['seconds']:.0f} s; outputs in {folder.path}")
         return summary
 

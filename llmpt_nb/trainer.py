@@ -268,13 +268,26 @@ def eval_record(self: Trainer, loss):
     return rec
 
 
+@patch
+def evaluation(self: Trainer, max_batches=None):
+    """One held-out evaluation of the model as it is now: its record, with what the callbacks' `on_evaluate` add (e.g.
+    task accuracy), joins `eval_history` and the log. Returns the record."""
+    rec = self.eval_record(self.evaluate(max_batches))
+    self._call("on_evaluate", rec)
+    self.eval_history.append(rec); self._log(rec)
+    if self.verbose and self.is_main:
+        tqdm.write(format_eval(rec), file=sys.stdout)
+    return rec
+
+
 def format_eval(rec):
     "A held-out evaluation as the log shows it, beside its references."
-    refs = [f"{k[:-5]} {v:.4f}" for k, v in rec.items() if k.endswith("_loss") and k != "eval_loss"]
+    refs = [f"{k[:-5]} {v:.4f}" for k, v in rec.items() if k.endswith("_loss") and k not in ("eval_loss", "reference_text_loss")]
     bpc = f" ({rec['eval_bits_per_char']:.3f} bits/char)" if "eval_bits_per_char" in rec else ""
     tasks = [f"{k[:-4]} acc {v:.3f}" for k, v in rec.items() if k.endswith("_acc") and not k.endswith("_bigram_acc")]
     return (f"step {rec['step']} held-out loss {rec['eval_loss']:.4f}{bpc} perplexity {rec['eval_ppl']:.1f}"
-            + (f" | {', '.join(refs)} (nats/token)" if refs else "") + (f" | {', '.join(tasks)}" if tasks else ""))
+            + (f" | {', '.join(refs)} (nats/token)" if refs else "") + (f" | {', '.join(tasks)}" if tasks else "")
+            + (f" | reference text {rec['reference_text_loss']:.4f}" if "reference_text_loss" in rec else ""))
 
 @patch
 def _log(self: Trainer, rec):
@@ -405,11 +418,7 @@ def _loop(self: Trainer, batches, bar, stop):
         self.count_spike(skipped, norm)
         last = self.step == self.total_steps
         if self.val_ds is not None and (self.step % s.eval_interval == 0 or last):
-            erec = self.eval_record(self.evaluate(None if last else s.eval_batches))  # the last one: every row
-            self._call("on_evaluate", erec)                          # e.g. task accuracy joins the record
-            self.eval_history.append(erec); self._log(erec)
-            if self.verbose and self.is_main:
-                tqdm.write(format_eval(erec), file=sys.stdout)
+            self.evaluation(None if last else s.eval_batches)        # the last one: every row
         self._call("after_step", {**rec, "last": last})  # in `order`: loss scale, yours, checkpoint
         stop.arm()
         if self.barrier(float(stop.signum is not None)) > 0 and not last:  # all ranks stop at the same step

@@ -114,6 +114,21 @@ def test_wrong_type_in_config(tmp_path, env):
     check_error(r, "runner_config.batch_size")
 
 
+def test_run_that_cannot_fit_is_refused_with_the_fixes(tmp_path, env):
+    "A run whose memory estimate is above the free memory: one sentence with the numbers and three fixes, no folder."
+    r = llmpt("pretrain", "--smoke", "--model.model_config.seq_length=100000", f"--output_dir={tmp_path / 'o'}", env=env)
+    check_error(r, "needs at least", "GiB are free", "activations", "runner_config.batch_size=", "gradient_accumulation_steps=",
+                "recompute_config.recompute=true", "model.model_config.seq_length=50000")
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_reference_corpus_is_refused_before_any_file(tmp_path, env):
+    r = llmpt("pretrain", "--smoke", f"--callbacks.reference_corpus={tmp_path / 'nowhere'}", f"--output_dir={tmp_path / 'o'}",
+              env=env)
+    check_error(r, "callbacks.reference_corpus:", "nowhere", "does not exist")
+    assert not (tmp_path / "o").exists()
+
+
 def test_existing_output_is_refused(tmp_path, env):
     out = tmp_path / "o"
     r = llmpt("prepare-data", *SMALL, f"--output_dir={out}", env=env)

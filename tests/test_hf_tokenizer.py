@@ -157,9 +157,18 @@ def test_one_command_takes_the_shape_and_tokenizer_from_the_folder(hf_dir, tmp_p
     from llmpt_nb.config import load_config
     from llmpt_nb.tokenizer import load_tokenizer
     out = tmp_path / "run"
-    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--load_checkpoint={hf_dir}", env=env)
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--load_checkpoint={hf_dir}",
+              "--callbacks.reference_corpus=default", "--callbacks.reference_documents=5", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"model shape and tokenizer from {hf_dir / 'config.json'}: vocab_size 1200" in r.stdout, r.stdout[-3000:]
+    assert "memory (chapter 08a's estimate): weights " in r.stdout, r.stdout[-3000:]
+    # what continued pretraining is for: held-out loss on the new text and on the reference text, before and after
+    s = json.loads((out / "summary.json").read_text())
+    before, after = s["eval_before"], s["eval_after"]
+    assert before["step"] == 0 and after["step"] == 2, (before, after)
+    assert after["eval_loss"] == s["eval_loss"] and before["eval_loss"] != after["eval_loss"]
+    assert all(0 < x["reference_text_loss"] < 20 and x["reference_text_bits_per_byte"] > 0 for x in (before, after))
+    assert f"reference text {before['reference_text_loss']:.4f} -> {after['reference_text_loss']:.4f}" in r.stdout
     mc = load_config(out / "config.yaml").model.model_config                     # recorded in the run's config
     assert mc.vocab_size == 1200 and all(mc[k] == v for k, v in SHAPE.items()), mc
     run_tok, theirs = load_tokenizer(out / "tokenizer"), load_tokenizer(hf_dir)
