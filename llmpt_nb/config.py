@@ -155,9 +155,9 @@ NULL_TYPES = {                       # keys that are null in the packaged config
     'train_dataset.data_loader.dataset_dir': str, 'train_dataset.prepare_workers': int,
     'processor.tokenizer.vocab_file': str, 'context.peak_flops': float, 'tensorboard.tensorboard_dir': str,
     'callbacks.embedding_local_norm_threshold': float, 'generation.prompt': str, 'callbacks.reference_corpus': str,
-    'model.model_config.head_dim': int,
+    'train_dataset.data_path': str, 'model.model_config.head_dim': int,
 }
-ALSO_TYPES = {'train_dataset.corpus': list}   # key -> a type it takes beside the packaged configs' (a blend, chapter 01)
+ALSO_TYPES = {'train_dataset.corpus': list, 'train_dataset.data_path': list}   # key -> another type it takes (blends: 01, 02a)
 
 def walk_keys(d: dict, prefix: str = ''):
     "Yield `(dotted_key, value)` for every key of a nested mapping, each section before its keys."
@@ -218,8 +218,7 @@ RULES = {
 }
 _DTYPES = ('float32', 'float16', 'bfloat16')
 CHOICES = {
-    'context.mode': ('GRAPH_MODE', 'PYNATIVE_MODE'),
-    'context.device_target': ('CPU', 'GPU', 'Ascend'),
+    'context.mode': ('GRAPH_MODE', 'PYNATIVE_MODE'), 'context.device_target': ('CPU', 'GPU', 'Ascend'),
     **{f'model.model_config.{k}': _DTYPES for k in
        ('compute_dtype', 'layernorm_compute_type', 'softmax_compute_type', 'param_init_type')},
     'parallel.parallel_optimizer_config.zero_stage': (0, 1, 2, 3),
@@ -227,6 +226,7 @@ CHOICES = {
     'processor.tokenizer.type': ('SentencePieceBPE', 'HFTokenizer'),  # trained here (01a), or a tokenizer.json loaded
     'checkpoint.format': ('ckpt', 'safetensors'),          # the training checkpoints' file format (chapter 06)
     'train_dataset.sensitive_info': ('mask', 'drop', 'keep'),  # chapter 01's clean_documents
+    'train_dataset.format': ('mindrecord', 'megatron'),    # the prepared data (chapters 02, 02a)
 }
 _HINTS = {'context.mode': "MindFormers' mode: 0 is GRAPH_MODE and mode: 1 is PYNATIVE_MODE; write the name"}
 

@@ -237,6 +237,10 @@ def run_documents(data_dir, split, eos_id):
     """The documents (id lists) of a prepared run's `split` ('train' or 'val'): its MindRecord rows joined back into the
     packed stream and cut after each EOS (what follows the last EOS, padding, is dropped)."""
     from llmpt_nb.data import read_mindrecord
+    from llmpt_nb.megatron import is_prefix, read_indexed
+    if is_prefix(prefix := Path(data_dir) / f"{split}_text_document"):   # Megatron prefixes (chapter 02a): documents kept
+        data = read_indexed(prefix)
+        return [d[:-1].tolist() for d in map(data.document, range(len(data))) if len(d) > 1]
     rows = read_mindrecord(Path(data_dir) / f"{split}.mindrecord", columns=("input_ids",))
     stream = np.concatenate([r[0] for r in rows.create_tuple_iterator(num_epochs=1, output_numpy=True)])
     docs = np.split(stream, np.flatnonzero(stream == eos_id) + 1)[:-1]        # each ends with its EOS

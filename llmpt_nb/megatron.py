@@ -14,7 +14,8 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['MAGIC', 'VERSION', 'HEADER', 'DTYPES', 'index_dtype', 'dtype_code', 'IndexedWriter', 'write_indexed', 'IndexedData',
-           'read_header', 'read_indexed', 'gpt_samples']
+           'read_header', 'read_indexed', 'gpt_samples', 'is_prefix', 'blend_order', 'MegatronRows', 'read_megatron',
+           'data_path_blend', 'check_ids']
 
 # %% ../nbs/02a_megatron.ipynb #8b4ffa0a
 MAGIC, VERSION = b"MMIDIDX\x00\x00", 1
@@ -65,6 +66,9 @@ class IndexedWriter:
         for ext in (".bin", ".idx"):              # the index last: its presence says the prefix is complete
             os.replace(self.tmp[ext], self.prefix.with_name(self.prefix.name + ext))
         return self.prefix
+
+    @property
+    def rows(self): return len(self.lengths)        # documents written, as chapter 02c's writers report their rows
 
     def abort(self):
         self.bin.close()
@@ -152,3 +156,85 @@ def gpt_samples(data, seq_length):
     n = (len(data.tokens) - 1) // seq_length
     return np.lib.stride_tricks.as_strided(data.tokens, (n, seq_length + 1), (seq_length * data.tokens.itemsize,
                                                                                 data.tokens.itemsize), writeable=False)
+
+# %% ../nbs/02a_megatron.ipynb #8e4a7bb1
+def is_prefix(path):
+    "Whether `path` names a Megatron prefix (its `.idx` exists)."
+    return Path(f"{path}.idx").is_file()
+
+
+def blend_order(weights, n):
+    "Which source each of `n` samples comes from, as Megatron's BlendedDataset orders them: the one furthest below its share."
+    weights = np.asarray(weights, float) / np.sum(weights)
+    which, taken = np.zeros(n, np.int16), np.zeros(len(weights))
+    for k in range(n):
+        which[k] = i = np.argmax(weights * (k + 1) - taken)
+        taken[i] += 1
+    return which
+
+# %% ../nbs/02a_megatron.ipynb #98068102
+class MegatronRows:
+    """A run's rows from Megatron prefixes, for random access (`rows[k]`, as MindSpore's GeneratorDataset reads them):
+    `parts` is a list of (prefix, weight, start, end), `start`/`end` the fractions of the prefix's samples it takes;
+    several prefixes interleave by weight until one runs out; `multiple`: the count is cut to a multiple of it."""
+    def __init__(self, parts, seq_length, multiple=1):
+        self.samples, first, weights, ends = [], [], [], []
+        for prefix, weight, start, end in parts:
+            s = gpt_samples(read_indexed(prefix), seq_length)
+            self.samples.append(s); weights.append(weight)
+            first.append(int(start * len(s))); ends.append(int(end * len(s)))
+        have = np.array(ends) - np.array(first)
+        n = int(min(have / (np.array(weights) / sum(weights)))) if len(parts) > 1 else int(have[0])
+        self.which = blend_order(weights, n - n % multiple)
+        self.index = np.zeros(len(self.which), np.int64)
+        for i, start in enumerate(first):
+            mine = self.which == i
+            self.index[mine] = start + np.arange(mine.sum())
+
+    def __len__(self): return len(self.which)
+    def __getitem__(self, k): return (np.asarray(self.samples[self.which[k]][self.index[k]], np.int32),)
+
+# %% ../nbs/02a_megatron.ipynb #447a6cd9
+def read_megatron(parts, seq_length, batch_size=None, num_shards=None, shard_id=None, shuffle=False, seed=None):
+    """A MindSpore dataset of (input_ids, labels) rows of `seq_length + 1` ids from Megatron `parts` (`MegatronRows`);
+    this worker's shard if `num_shards`/`shard_id` are given (the rows cut to a multiple of `num_shards`, so no shard
+    repeats one), shuffled by `seed`, batched (`drop_remainder`)."""
+    import mindspore.dataset as ds
+    rows = MegatronRows(parts, seq_length, num_shards or 1)
+    per_shard = len(rows) // (num_shards or 1)
+    if batch_size and per_shard < batch_size:
+        raise ValueError(f"{per_shard} rows per shard from {', '.join(str(p[0]) for p in parts)} is fewer than batch_size "
+                         f"{batch_size}: lower batch_size or seq_length, or give more data")
+    sampler = ds.DistributedSampler(num_shards or 1, shard_id or 0, shuffle=bool(shuffle))
+    if seed is not None: sampler.seed = int(seed)
+    dataset = ds.GeneratorDataset(rows, ["input_ids"], sampler=sampler, python_multiprocessing=False)
+    if batch_size: dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.map(lambda ids: (ids, ids.copy()), input_columns=["input_ids"], output_columns=["input_ids", "labels"])
+
+# %% ../nbs/02a_megatron.ipynb #d4e5e073
+def _number(x):
+    try: return float(x)
+    except (TypeError, ValueError): return None
+
+
+def data_path_blend(data_path):
+    """[(prefix, weight)] of a `data_path` as MindFormers and Megatron write it: PREFIX, [PREFIX, ...] (weight None: by
+    size), or [w1, PREFIX1, w2, PREFIX2, ...]; every prefix opened and checked (`read_indexed`)."""
+    items = [data_path] if isinstance(data_path, (str, os.PathLike)) else list(data_path)
+    weighted = items and len(items) % 2 == 0 and all(_number(w) is not None for w in items[::2])
+    pairs = [(str(p), _number(w)) for w, p in zip(items[::2], items[1::2])] if weighted else [(str(p), None) for p in items]
+    if not pairs: raise ValueError("data_path names no prefix: give PREFIX or [w1, PREFIX1, w2, PREFIX2]")
+    if any(w is not None and w <= 0 for _, w in pairs):
+        raise ValueError(f"data_path weights must be above 0: {[w for _, w in pairs]}")
+    for prefix, _ in pairs: read_indexed(prefix)
+    return pairs
+
+
+def check_ids(data, vocab_size, chunk=1 << 24):
+    "Refuse a prefix holding an id outside a `vocab_size` vocabulary, read `chunk` ids at a time."
+    spans = [data.tokens[i:i + chunk] for i in range(0, len(data.tokens), chunk)]
+    low, high = min((int(s.min()) for s in spans), default=0), max((int(s.max()) for s in spans), default=0)
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{data.prefix}.bin holds token id {high if high >= vocab_size else low}, outside the "
+                         f"tokenizer's {vocab_size} pieces: the data was made with another tokenizer; give that one "
+                         "(processor.tokenizer.vocab_file)")

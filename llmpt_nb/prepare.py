@@ -33,13 +33,15 @@ from .corpus import (COMPRESSED, SeenDigests, blend_entries, chunk_document, cle
 from .tokenizer import (TRAINER_DEFAULTS, RoundTripReport, Tokenizer, load_tokenizer, roundtrip_report,
                                 train_tokenizer)
 from .data import MindRecordWriter, Packer, trim_heap, stored_columns
+from .megatron import IndexedWriter, MegatronRows
 from .baseline import BaselineCounter, Baselines, BaselineScore
 
 # %% auto #0
 __all__ = ['MANIFEST', 'FILE_BYTES', 'TOKENIZER_LINE_CHARS', 'Cleaning', 'PrepareSettings', 'ids_dtype', 'process_batch',
            'corpus_batches', 'blend_sources', 'default_workers', 'stream_batches', 'reservoir_sample', 'copy_tokenizer',
            'prepare_tokenizer', 'WriterProcess', 'prepare_corpus', 'load_prepared', 'prepared_report',
-           'prepared_baselines', 'format_sources', 'file_digests', 'data_files', 'verify_data']
+           'prepared_baselines', 'format_sources', 'file_digests', 'megatron_prefix', 'megatron_parts', 'data_files',
+           'verify_data']
 
 # %% ../nbs/02c_prepare.ipynb #4acdd70d
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class PrepareSettings:
     `tokenizer_type`), or one trained with `vocab_size` and `character_coverage` on a seeded sample of at most
     `sample_documents` documents and `sample_chars` characters; documents from `text_field`, the first `max_documents`
     only if set, cleaned and split as `cleaning` says; `shard_num` training files; `workers` processes (None: one per
-    core) handed `batch_documents` documents at a time. A run builds these from its config (chapter 10)."""
+    core) handed `batch_documents` documents at a time; `data_format` 'mindrecord' (packed rows) or 'megatron' (the
+    documents as chapter 02a's prefixes). A run builds these from its config (chapter 10)."""
     seq_length: int = 128
     vocab_file: Optional[str] = None
     tokenizer_type: Optional[str] = None
@@ -74,6 +77,7 @@ class PrepareSettings:
     shard_num: int = 1
     workers: Optional[int] = None
     batch_documents: int = 1000
+    data_format: str = 'mindrecord'
 
     @property
     def cleaning(self): return Cleaning(self.min_chars, self.sensitive, self.val_fraction, self.seed)
@@ -255,11 +259,14 @@ _WRITERS = {}
 
 def _open_writers(specs):
     _watch_parent()
-    _WRITERS.clear(); _WRITERS.update({s: MindRecordWriter(**kw) for s, kw in specs.items()})
+    _WRITERS.clear()
+    _WRITERS.update({s: IndexedWriter(**kw) if 'prefix' in kw else MindRecordWriter(**kw) for s, kw in specs.items()})
 
 def _write_split(split, rows):
-    "Rows for `split`'s writer: columns, or one array of packed rows (any int type), the writer's columns of them."
+    """Rows for `split`'s writer: columns, or one array of packed rows (any int type), the writer's columns of them; a
+    Megatron prefix's writer (chapter 02a) takes documents, (tokens, lengths)."""
     w = _WRITERS[split]
+    if isinstance(w, IndexedWriter): return w.add(*rows)
     rows = dict.fromkeys(w.columns, rows.astype(np.int32)) if isinstance(rows, np.ndarray) else {c: rows[c] for c in w.columns}
     w.write(rows)
 
@@ -297,7 +304,8 @@ class WriterProcess:
             future, size = self.pending.popleft(); self._result(future); self.held -= size
 
     def write(self, split, rows):
-        self._call(_write_split, split, rows, size=sum(a.nbytes for a in (rows.values() if isinstance(rows, dict) else [rows])))
+        arrays = rows.values() if isinstance(rows, dict) else rows if isinstance(rows, tuple) else [rows]
+        self._call(_write_split, split, rows, size=sum(a.nbytes for a in arrays))
 
     def __enter__(self): return self
     def __exit__(self, kind, *_):
@@ -331,7 +339,8 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
     if (data_dir / MANIFEST).exists(): (data_dir / MANIFEST).unlink()          # incomplete from here on
     elif any(data_dir.glob('*.mindrecord*')) or any(data_dir.glob('.*.mindrecord.*')):
         say(f"{data_dir} holds a preparation that was stopped before it finished (no {MANIFEST}): starting it again")
-    for stale in data_dir.glob('.*.mindrecord.*'): shutil.rmtree(stale, ignore_errors=True)
+    for stale in [*data_dir.glob('.*.mindrecord.*'), *data_dir.glob('.*_text_document.*.tmp')]:
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     files, cleaning = corpus_files(corpus), settings.cleaning
     total = _disk_bytes(files)
     raw = lambda bar=None: corpus_batches(corpus, settings.text_field, settings.max_documents, settings.batch_documents,
@@ -354,6 +363,8 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                             shard_num=settings.shard_num, overwrite=True, row_multiple=settings.shard_num, max_bytes=_max_bytes(files), file_rows=file_rows),
                  val=dict(path=data_dir / 'val.mindrecord', row_length=width, columns=columns, overwrite=True,
                           max_bytes=_max_bytes(files, settings.val_fraction), file_rows=file_rows))
+    megatron = settings.data_format == 'megatron'     # the documents as Megatron prefixes instead (chapter 02a)
+    if megatron: specs = {s: dict(prefix=megatron_prefix(data_dir, s), vocab_size=tok.vocab_size, eos_id=tok.eos_id) for s in specs}
     with bar, WriterProcess(specs, separate=workers > 0) as out:
         for i, b in enumerate(stream_batches(raw(bar), tok.model_file, cleaning, workers)):
             if i % 8 == 0: trim_heap()       # freed scratch arrays back to the system: memory stays flat however long
@@ -366,8 +377,9 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                 toks, lengths, chars = _split_arrays(b, mask)
                 (counter.add_heldout_flat(toks, lengths, chars) if split == 'val' else
                  counter.add_train_flat(toks, lengths))
-                rows = packers[split].add_flat(toks, lengths)
-                if len(rows): out.write(split, rows.astype(ids_dtype(tok.vocab_size)))
+                rows = () if megatron else packers[split].add_flat(toks, lengths)
+                if megatron: out.write(split, (toks, lengths))
+                elif len(rows): out.write(split, rows.astype(ids_dtype(tok.vocab_size)))
                 docs[split] += int(mask.sum()); tokens[split] += int(lengths.sum())
                 by_source[f'{split} documents'] += np.bincount(b['sources'][mask], minlength=n_src)
                 by_source[f'{split} tokens'] += np.bincount(b['sources'][mask], lengths, n_src).astype(np.int64)
@@ -381,12 +393,13 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                              f"cleaning (min_chars={settings.min_chars}, val_fraction={settings.val_fraction}): both are "
                              "needed; add text, "
                              "lower min_chars or change val_fraction")
-        for split, p in packers.items():
+        for split, p in packers.items() if not megatron else ():
             last = p.finish()
             if len(last['input_ids']): out.write(split, last)
         try: baselines = asdict(counter.baselines())               # while the writer closes its last files
         except ValueError as e: baselines = None; say(f"no counting baselines: {e}")
-    rows = out.rows
+    rows = {s: len(MegatronRows([(megatron_prefix(data_dir, s), 1, 0, 1)], settings.seq_length)) for s in specs} \
+        if megatron else out.rows
     seconds, encoding = time.perf_counter() - t0, time.perf_counter() - t1
     sources = [dict(path=p, weight=w, **{k: int(v[i]) for k, v in by_source.items()})
                for i, (p, w) in enumerate(blend_sources(corpus))]
@@ -395,7 +408,8 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                                 max_documents=settings.max_documents, shard_num=settings.shard_num, **asdict(cleaning)),
                   tokenizer=dict(model_file=str(tok.model_file), vocab_size=tok.vocab_size, trained=sample is not None,
                                  **(sample or {})),
-                  documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, columns=list(columns), data_files=file_digests(data_files(data_dir)),
+                  documents=dict(docs), tokens=dict(tokens), sources=sources, rows=rows, format=settings.data_format,
+                  columns=[] if megatron else list(columns), data_files=file_digests(data_files(data_dir)),
                   cleaning=dict(stats),
                   roundtrip=dict(n_lines=n_heldout, n_failed=n_failed, examples=failures),
                   baselines=baselines, workers=workers, seconds=round(seconds, 2), encoding_seconds=round(encoding, 2),
@@ -440,9 +454,22 @@ def file_digests(files):
     with ThreadPoolExecutor(default_workers()) as pool:
         return {Path(f).name: [Path(f).stat().st_size, d] for f, d in zip(files, pool.map(_sha256, files))}
 
+def megatron_prefix(data_dir, split):
+    "Where a run's `split` ('train', 'val') is written as a Megatron prefix (chapter 02a), named as Megatron names them."
+    return Path(data_dir) / f'{split}_text_document'
+
+def megatron_parts(data_dir, record, split):
+    """The parts (prefix, weight, start, end) of chapter 02a's `MegatronRows` that a prepared run reads for `split`: its
+    own prefix, or of prefixes prepared elsewhere (`data_path`) the last `val_fraction` of each held out."""
+    if 'data_path' not in record: return [(megatron_prefix(data_dir, split), 1.0, 0.0, 1.0)]
+    cut = 1 - record['val_fraction']
+    return [(p, w, 0.0, cut) if split == 'train' else (p, w, cut, 1.0) for p, w in record['data_path']]
+
 def data_files(data_dir):
-    "Every file of the train and val MindRecord sets in `data_dir`: data, index (.db) and file list."
-    return sorted(f for s in ('train', 'val') for f in Path(data_dir).glob(f'{s}.mindrecord*'))
+    """Every file of the train and val sets in `data_dir`: MindRecord data, index (.db) and file list, or the Megatron
+    prefixes' .bin and .idx."""
+    return sorted(f for s in ('train', 'val') for pattern in (f'{s}.mindrecord*', f'{s}_text_document.*')
+                  for f in Path(data_dir).glob(pattern))
 
 def verify_data(data_dir, record, digests=True):
     """Refuse the data in `data_dir` if a file `record` lists is missing, has another size, or (`digests`) other bytes

@@ -2,7 +2,9 @@
 prefixes llmpt_nb writes and gets every document's ids back, and llmpt_nb reads what megatron-core's
 `IndexedDatasetBuilder` writes (uint16 and int32 ids, documents of several sequences). Skipped, with the reason, where
 megatron-core is not installed (`pip install -e ".[test]"` installs it)."""
-import warnings
+import json, os, struct, warnings
+from dataclasses import replace
+from pathlib import Path
 import numpy as np
 import pytest
 
@@ -83,3 +85,75 @@ def test_damaged_prefixes_are_refused_in_one_sentence(tmp_path):
         write_indexed([[1, 2], [10]], tmp_path / "beyond", 10)
     assert not list(tmp_path.glob("*beyond*"))
     assert read_indexed(prefix).document(1).tolist() == [4, 5, 0]
+
+
+def test_running_example_prefix_holds_the_documents_of_the_mindrecord_path(indexed_dataset, tmp_path):
+    "`train_dataset.format: megatron`: megatron-core reads, document for document, the ids the MindRecord rows hold."
+    from llmpt_nb.prepare import prepare_corpus, PrepareSettings, megatron_prefix
+    from llmpt_nb.evaluation import run_documents
+    from llmpt_nb.tokenizer import load_tokenizer
+    settings = PrepareSettings(vocab_size=2000, character_coverage=0.98, max_documents=2000)
+    prepare_corpus("default", tmp_path / "mindrecord", settings, verbose=False)
+    tok = load_tokenizer(tmp_path / "mindrecord" / "tokenizer")         # the same tokenizer for both
+    prepare_corpus("default", tmp_path / "megatron", replace(settings, vocab_file=tok.model_file, data_format="megatron"),
+                   verbose=False)
+    assert not list((tmp_path / "megatron").glob("*.mindrecord*"))
+    for split in ("train", "val"):
+        want = run_documents(tmp_path / "mindrecord", split, tok.eos_id)
+        theirs = indexed_dataset.IndexedDataset(str(megatron_prefix(tmp_path / "megatron", split)))
+        assert len(theirs) == len(want) > 0
+        assert all(theirs[i].tolist() == d + [tok.eos_id] for i, d in enumerate(want)), split
+
+
+@pytest.fixture(scope="module")
+def their_prefixes(example, indexed_dataset, tmp_path_factory):
+    "Two prefixes written by megatron-core's builder from the running example's documents, and the tokenizer's file."
+    import torch
+    ids, tok = example
+    folder = tmp_path_factory.mktemp("theirs")
+    for name, docs in (("news_a", ids[:1000]), ("news_b", ids[1000:])):
+        b = indexed_dataset.IndexedDatasetBuilder(str(folder / f"{name}_text_document.bin"),
+                                                  dtype=indexed_dataset.DType.optimal_dtype(tok.vocab_size))
+        for d in docs: b.add_item(torch.tensor(d + [tok.eos_id])); b.end_document()
+        b.finalize(str(folder / f"{name}_text_document.idx"))
+    return folder, tok
+
+
+def test_a_run_trains_from_prefixes_megatron_core_wrote(their_prefixes, tmp_path, env):
+    from conftest import llmpt
+    folder, tok = their_prefixes
+    out = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--processor.tokenizer.vocab_file={tok.model_file}",
+              f"--train_dataset.data_path=['0.75', {folder / 'news_a_text_document'}, '0.25', {folder / 'news_b_text_document'}]",
+              env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "(weight 0.75), " in r.stdout and "Megatron prefixes: " in r.stdout, r.stdout[-3000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] + 0.5 and s["eval_loss"] > 0
+    assert not list((out / "data").glob("*.bin")) and not list((out / "data").glob("*.mindrecord*"))   # read where they are
+
+
+def test_bad_prefixes_are_refused_before_any_file(their_prefixes, tmp_path, env):
+    import shutil
+    from conftest import llmpt
+    folder, tok = their_prefixes
+    src = folder / "news_b_text_document"
+    def copy(name, change):
+        for ext in (".bin", ".idx"): shutil.copy(f"{src}{ext}", tmp_path / f"{name}{ext}")
+        change(tmp_path / name); return tmp_path / name
+    idx = (folder / "news_b_text_document.idx").read_bytes()
+    cases = {
+        copy("cut", lambda p: os.truncate(f"{p}.bin", 100)): "cut.bin has 100 bytes but cut.idx describes",
+        copy("v2", lambda p: Path(f"{p}.idx").write_bytes(idx[:9] + struct.pack("<Q", 2) + idx[17:])):
+            "is version 2 of Megatron's index",
+        copy("f32", lambda p: Path(f"{p}.idx").write_bytes(idx[:17] + bytes([7]) + idx[18:])): "type code 7 (float32)",
+        copy("big", lambda p: Path(f"{p}.bin").write_bytes(np.full(os.path.getsize(f"{p}.bin") // 2, 2500, np.uint16).tobytes())):
+            "holds token id 2500, outside the tokenizer's 2000 pieces",
+    }
+    for prefix, needle in cases.items():
+        out = tmp_path / f"run_{prefix.name}"
+        r = llmpt("pretrain", "--smoke", f"--output_dir={out}", f"--processor.tokenizer.vocab_file={tok.model_file}",
+                  f"--train_dataset.data_path={prefix}", env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (prefix.name, r.stderr[-3000:])
+        assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, (needle, r.stderr[-3000:])
+        assert not out.exists(), prefix.name

@@ -54,9 +54,12 @@ def check_safetensors_library_reads(path, by_mindspore):
 
 
 # each run kind and each format runs by default once; the other two pairs run the same code paths with -m slow
+# and the rows of Megatron prefixes (chapter 02a) resume as exactly as MindRecord's
 @pytest.mark.parametrize("run, fmt", [pytest.param(RUN, "ckpt", marks=pytest.mark.slow), (RUN, "safetensors"),
-                                       (MLM_RUN, "ckpt"), pytest.param(MLM_RUN, "safetensors", marks=pytest.mark.slow)],
-                         ids=["pretrain-ckpt", "pretrain-safetensors", "continue-pretrain-ckpt", "continue-pretrain-safetensors"])
+                                       (MLM_RUN, "ckpt"), pytest.param(MLM_RUN, "safetensors", marks=pytest.mark.slow),
+                                       ([*RUN, "--train_dataset.format=megatron"], "ckpt")],
+                         ids=["pretrain-ckpt", "pretrain-safetensors", "continue-pretrain-ckpt", "continue-pretrain-safetensors",
+                              "pretrain-megatron-ckpt"])
 def test_sigkill_then_resume_matches_straight_run(tmp_path, env, run, fmt):
     if run is MLM_RUN:
         pytest.importorskip("transformers")
