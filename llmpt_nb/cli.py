@@ -132,14 +132,17 @@ def add_export(subparsers):
 
 def add_export_config(subparsers):
     "Add `export-config` (chapter 10f) to an argparse subparsers object; the handler is `args.handler(args, overrides)`."
-    p = _command(subparsers, "export-config", "hand a trained run to MindFormers for a cluster: YAML, weights, launch line",
-                 ("handoff", "run_export_config"), "Write into DIR what MindFormers 1.9's run_mindformer.py needs to "
-                 "continue a run of llmpt pretrain on N cards: its YAML (the run's model, schedule and MindRecord, data "
+    p = _command(subparsers, "export-config", "hand a trained run to MindFormers for a cluster: YAML, weights, data, launch line",
+                 ("handoff2", "run_export_config"), "Write into DIR what MindFormers' run_mindformer.py needs to "
+                 "continue a run of llmpt pretrain on N cards: its YAML (the run's model, schedule and data, data "
                  "parallel on N cards, the run's ZeRO stage as optimizer parallel), the newest healthy checkpoint's "
-                 "weights in MindFormers' names, and launch.sh with the msrun_launcher.sh line.",
+                 "weights, and launch.sh with the msrun_launcher.sh line. --to mindformers: MindFormers 1.9 (its r1.x "
+                 "names, the run's MindRecord); --to mindformers2: MindFormers 2.x (a Hugging Face folder as "
+                 "pretrained_model_dir, the training documents as Megatron .bin/.idx prefixes).",
                  overwrite="write into a DIR that is not empty")
     p.add_argument("run", help="a run folder of llmpt pretrain")
-    p.add_argument("--to", dest="target", choices=("mindformers",), default="mindformers", help="the framework (MindFormers 1.9)")
+    p.add_argument("--to", dest="target", choices=("mindformers", "mindformers2"), default="mindformers",
+                   help="MindFormers 1.9 (mindformers) or 2.x (mindformers2)")
     p.add_argument("--workers", type=int, required=True, help="cards the job runs on (data parallel)")
     p.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write")
     return p

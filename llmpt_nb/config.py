@@ -237,8 +237,8 @@ REFUSED = {                          # MindFormers keys that llmpt_nb does not r
                 "`llmpt continue-pretrain`), not by a key; remove it",
     'runner_config.sink_mode': "llmpt_nb feeds one step at a time from Python (no data sinking); remove the key",
     'runner_config.sink_size': "llmpt_nb feeds one step at a time from Python (no data sinking); remove the key",
-    'train_dataset.data_loader.type': "llmpt_nb always reads the MindRecord files it writes itself (a MindDataset); "
-                                      "remove the key (their folder is train_dataset.data_loader.dataset_dir)",
+    'train_dataset.data_loader.type': "llmpt_nb reads the MindRecord it writes, or Megatron prefixes (train_dataset.data_path"
+                                      ", chapter 02a): the data says which; remove the key",
     'train_dataset.input_columns': "llmpt_nb chooses the columns of the MindRecord it writes: input_ids, as MindFormers' "
                                    "rows, and labels only for a tokenizer that pads with EOS (chapter 02); remove the key",
 }

@@ -6,7 +6,7 @@ cards: its YAML, the weights in its names, and the `msrun_launcher.sh` line that
 # %% auto #0
 __all__ = ['YAML_NOTES', 'YAML_NAME', 'WEIGHTS_NAME', 'LAUNCH_NAME', 'MINDFORMERS_VERSION', 'read_run', 'model_section',
            'parallel_sections', 'training_sections', 'dataset_section', 'mindformers_config', 'yaml_text',
-           'launch_command', 'export_config', 'run_export_config']
+           'launch_command', 'export_config']
 
 # %% ../nbs/10f_mindformers.ipynb #bab06cfe
 import math
@@ -147,11 +147,11 @@ YAML_NOTES = {  # the comment written above each part of the YAML
     "model": "the model: MindFormers' r1.x LLaMA with the run's sizes, special ids and AMP dtypes",
 }
 
-def yaml_text(config):
-    "The YAML file: each part under its comment (YAML_NOTES), train_dataset_task pointing at train_dataset (an alias)."
+def yaml_text(config, notes=YAML_NOTES):
+    "The YAML file: each part under its comment (`notes`), train_dataset_task pointing at train_dataset (an alias)."
     out = []
     for key, value in config.items():
-        if key in YAML_NOTES: out.append(f"\n# {YAML_NOTES[key]}")
+        if key in notes: out.append(f"\n# {notes[key]}")
         if key == "train_dataset_task":
             out.append(f"{key}:\n  type: {value['type']}\n  dataset_config: *train_dataset")
             continue
@@ -183,10 +183,3 @@ def export_config(run, out, workers, overwrite=False, verbose=True):
     if verbose: print(f"{parts['checkpoint']} (step {parts['step']}) -> {out}\n{command}")
     return dict(run=str(parts["run"]), checkpoint=str(parts["checkpoint"]), step=parts["step"], out=str(out),
                 yaml=str(out / YAML_NAME), weights=str(out / WEIGHTS_NAME), command=command, workers=workers)
-
-# %% ../nbs/10f_mindformers.ipynb #817b86a2
-def run_export_config(args, overrides=()):
-    "`llmpt export-config`: write the hand-off folder; returns its summary."
-    if overrides:
-        raise ValueError(f"llmpt export-config has no option {overrides[0].split('=')[0]!r}: see llmpt export-config --help")
-    return export_config(args.run, args.output, args.workers, overwrite=args.overwrite)

@@ -8,7 +8,7 @@ __all__ = ['MC', 'MF_LLAMA', 'THETA_KEYS', 'HF_NAMES', 'SECTIONS_2X', 'FAMILIES'
            'is_2x', 'family', 'model_defaults', 'not_built']
 
 # %% ../nbs/04_mindformers_keys.ipynb #4k000005
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Optional
 
 from .config import REGISTRY, get_key
@@ -138,17 +138,17 @@ _NO_SINK = 'not used on this path: llmpt_nb runs every step from Python, without
 _GEN = "a predict-mode setting; the sample written at the end of a run uses the generation section"
 _SPECIAL_IDS = 'the special ids come from the SentencePiece tokenizer; ignored label positions are -100'
 _EVAL = 'held-out loss comes from train_dataset.val_fraction of the corpus, every callbacks.eval_interval steps'
-_MEGATRON = ('each path is a Megatron .bin/.idx prefix of token ids, which llmpt_nb does not read: point it at the text '
-             'it was made from')
+def _is_weight(x):
+    try: return float(x) > 0
+    except (TypeError, ValueError): return False
 
 def _data_path(v, src, key):
-    "Megatron's blend `[weight, prefix, weight, prefix, ...]` (or one prefix): train_dataset.corpus, with the same weights."
-    if isinstance(v, str) or (isinstance(v, list) and len(v) == 1 and isinstance(v[0], str)):
-        return {'train_dataset.corpus': v if isinstance(v, str) else v[0]}, _MEGATRON
-    try: entries = [dict(path=str(p), weight=float(w)) for w, p in zip(v[::2], v[1::2])] if len(v) % 2 == 0 else []
-    except (TypeError, ValueError): entries = []
-    if not entries: return {}, "not Megatron's blend [weight, path, weight, path, ...]: set train_dataset.corpus yourself"
-    return {'train_dataset.corpus': entries}, f"a blend of {len(entries)} {'corpus' if len(entries) == 1 else 'corpora'}, the same weights; {_MEGATRON}"
+    "Megatron's prefixes (`[weight, prefix, ...]`, or prefixes alone): read as they are, train_dataset.data_path (02a)."
+    w = [_is_weight(x) for x in ([v] if isinstance(v, str) else v if isinstance(v, list) else [])]
+    if not w or (any(w) and (len(w) % 2 or not all(w[::2]) or any(w[1::2]))):
+        return {}, "not Megatron's data_path (PREFIX, or [weight, prefix, weight, prefix, ...]): set it yourself"
+    return {'train_dataset.data_path': v}, ("Megatron .bin/.idx prefixes, read where they are (chapter 02a); their ids "
+                                            "are the tokenizer's of processor.tokenizer.vocab_file")
 
 THETA_KEYS = tuple(MC + k for k in ('theta', 'rope_theta', 'rope_parameters.rope_theta', 'rope_scaling.rope_theta'))   # one setting
 
@@ -202,7 +202,7 @@ _RUN_RULES = [
     ('parallel.parallel_mode', drop_rule("llmpt_nb sets MindSpore's parallel mode itself (chapter 09a)")),
     ('recompute_config.recompute', lambda v, src, key: ({key: v}, '') if isinstance(v, bool) else
         ({}, 'per-layer recompute counts are not supported: recompute is true (every layer) or false')),
-    ('train_dataset.data_loader.type', drop_rule('llmpt_nb always reads the MindRecord files it writes itself (a MindDataset)')),
+    ('train_dataset.data_loader.type', drop_rule('llmpt_nb reads the MindRecord it writes, or Megatron prefixes (train_dataset.data_path)')),
     ('train_dataset.data_loader.dataset_dir', drop_rule('MindFormers reads a MindRecord made beforehand; llmpt_nb writes its own '
                                                     'from text: set train_dataset.corpus to a folder of .txt/.jsonl')),
     ('train_dataset.data_loader.config.data_path', _data_path),     # BlendedMegatronDatasetDataLoader's blend
@@ -429,6 +429,16 @@ def _data_seq_length(v, src, key):
     if model is None: return {MC + 'seq_length': v}, "the model's sequence length (the model section gives none)"
     return {}, f"the model's seq_length {model} is the one llmpt_nb uses" + ('' if model == v else ': they differ, check which you mean')
 
+def _model_dir(v, src, key):
+    "pretrained_model_dir: its config.json (read), its tokenizer, and its safetensors when load_checkpoint is empty."
+    if not getattr(src, 'hf_config', None): return {}, "no config.json there: the model comes from this YAML"
+    d, out = Path(src.hf_config).parent, {}
+    if (d / 'tokenizer.json').is_file(): out = {'processor.tokenizer.type': 'HFTokenizer', 'processor.tokenizer.vocab_file': str(d)}
+    elif (d / 'tokenizer.model').is_file(): out = {'processor.tokenizer.vocab_file': str(d / 'tokenizer.model')}
+    if not src.get('load_checkpoint') and any(d.glob('*.safetensors')): out['load_checkpoint'] = str(d)
+    return out, "its config.json was read (the config.json.* rows)" + (", its tokenizer taken" if out else "") + \
+        ("; its weights, as MindFormers takes them when load_checkpoint is empty" if 'load_checkpoint' in out else "")
+
 def _recompute_mode(v, src, key):
     if v in ('None', None, 'none'): return {'recompute_config.recompute': False}, 'no recompute'
     if v == 'full': return {'recompute_config.recompute': True}, 'every decoder layer (full_recompute_layer is not kept)' \
@@ -481,8 +491,7 @@ _V2_RULES = [
     (r'callbacks\[\d+\]\.checkpoint_format', _only(('ckpt', 'safetensors'), 'a format llmpt_nb does not write', 'checkpoint.format')),
     ('callbacks', lambda v, src, key: ({}, 'no extra callbacks') if v == [] else ({}, 'no equivalent in llmpt_nb')),
     ('use_legacy', drop_rule("2.x's mcore models (false) or its r1.x ones (true): llmpt_nb has one LLaMA-style decoder")),
-    ('pretrained_model_dir', lambda v, src, key: ({}, "its config.json was read: the config.json.* rows" if getattr(src, 'hf_config', None)
-        else "no config.json there: the model comes from this YAML")),
+    ('pretrained_model_dir', _model_dir),
     ('load_ckpt_format', drop_rule("llmpt_nb tells a checkpoint's format from its suffix (.ckpt or .safetensors)")),
 ]
 

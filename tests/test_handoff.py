@@ -67,13 +67,53 @@ def test_export_config_refuses_bad_input(run_dir, tmp_path, env):
     assert r.returncode == 2 and "--overwrite" in r.stderr and os.listdir(tmp_path / "full") == ["keep"], r.stderr[-2000:]
 
 
-MINDFORMERS_ENV = Path.home() / ".cache" / "llmpt_nb" / "mindformers-1.9.0"
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not (MINDFORMERS_ENV / "bin" / "python").exists(),
-                    reason="MindFormers 1.9.0's environment is not there: python benchmarks/mindformers_handoff.py makes it")
-def test_mindformers_reads_the_handoff(tmp_path, env):
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mindformers_handoff.py"), "--work", str(tmp_path)],
+@pytest.mark.parametrize("script, version", [("mindformers_handoff.py", "1.9.0"), ("mindformers2_handoff.py", "2.1.0")])
+def test_mindformers_reads_the_handoff(tmp_path, env, script, version):
+    "MindFormers' own code on each hand-off (chapters 10f, 10i), where its environment exists (the script makes it)."
+    if not (Path.home() / ".cache" / "llmpt_nb" / f"mindformers-{version}" / "bin" / "python").exists():
+        pytest.skip(f"MindFormers {version}'s environment is not there: python benchmarks/{script} makes it")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--work", str(tmp_path)],
                        cwd=ROOT / "benchmarks", env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0 and "FAIL" not in r.stdout, r.stdout[-4000:] + r.stderr[-3000:]
+
+
+def test_mindformers2_handoff_round_trips_and_trains(tmp_path, env):
+    """`--to mindformers2` of a run prepared as Megatron prefixes: model/, data/ (the run's prefix, byte for byte),
+    pretrain.yaml, launch.sh; `llmpt import-config` reads the YAML back to the same model and data, and it trains here."""
+    run, out = tmp_path / "run", tmp_path / "mf2"
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={run}", "--train_dataset.format=megatron", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = llmpt("export-config", run, "--to", "mindformers2", "--workers", "2", "-o", out, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["data", "launch.sh", "model", "pretrain.yaml"]
+    for ext in (".bin", ".idx"):
+        assert (out / "data" / f"train_text_document{ext}").read_bytes() == (run / "data" / f"train_text_document{ext}").read_bytes()
+    mf = yaml.safe_load((out / "pretrain.yaml").read_text())
+    loader = mf["train_dataset"]["data_loader"]
+    assert (mf["use_legacy"], mf["pretrained_model_dir"], loader["type"]) == (False, str(out / "model"), "BlendedMegatronDatasetDataLoader")
+    assert loader["config"]["data_path"] == ["1", str(out / "data" / "train_text_document")] and loader["config"]["pad"] == -1
+    assert mf["parallel_config"]["data_parallel"] == 2 and "msrun_launcher.sh" in (out / "launch.sh").read_text()
+    r = llmpt("import-config", out / "pretrain.yaml", "-o", tmp_path / "back.yaml", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    back, ours = (yaml.safe_load(p.read_text()) for p in (tmp_path / "back.yaml", run / "config.yaml"))
+    shape = ("vocab_size", "hidden_size", "num_layers", "num_heads", "n_kv_heads", "intermediate_size", "seq_length")
+    assert all(back["model"]["model_config"][k] == ours["model"]["model_config"][k] for k in shape)
+    assert back["train_dataset"]["data_path"] == loader["config"]["data_path"] and back["load_checkpoint"] == str(out / "model")
+    r = llmpt("pretrain", "--smoke", "--config", tmp_path / "back.yaml", "--context.device_target=CPU",
+              "--parallel_config.data_parallel=1", f"--output_dir={tmp_path / 'again'}", env=env)
+    assert r.returncode == 0 and "Megatron prefixes: " in r.stdout, r.stderr[-3000:]
+
+
+def test_mindformers2_handoff_refuses_a_corpus_that_changed(tmp_path, env):
+    "A run on MindRecord has its documents written again from its corpus: a corpus that changed since is refused."
+    from llmpt_nb.corpus import load_corpus
+    corpus = tmp_path / "corpus"; corpus.mkdir()
+    (corpus / "news.txt").write_text("\n".join(load_corpus("default", max_documents=400)) + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={run}", f"--train_dataset.corpus={corpus}", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with open(corpus / "news.txt", "a", encoding="utf-8") as f: f.write("新的一篇文章，在训练之后才写进语料。\n" * 3)
+    r = llmpt("export-config", run, "--to", "mindformers2", "--workers", "2", "-o", tmp_path / "mf2", env=env)
+    assert r.returncode == 2 and "changed since the run" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert not (tmp_path / "mf2").exists() and not list(tmp_path.glob(".mf2*"))     # nothing of the hand-off is left

@@ -118,7 +118,7 @@ def test_2x_pynative_qwen3_imports_with_its_values(tmp_path, env):
     assert (c.callbacks.save_checkpoint_steps, c.callbacks.keep_checkpoint_max, c.output_dir) == (500, 3, "output/qwen3_0_6b")
     assert (c.lr_schedule.type, c.lr_schedule.learning_rate, c.lr_schedule.lr_end, c.lr_schedule.warmup_ratio) == ("CosineWithWarmUpLR", 3e-4, 3e-5, 0.05)
     assert (c.amp_level, c.amp_dtype, c.recompute_config.recompute, c.parallel.parallel_optimizer_config.zero_stage) == ("O1", "bfloat16", False, 3)
-    assert c.train_dataset.corpus == [{"path": "/path/wiki_text_document", "weight": 0.7}, {"path": "/path/code_text_document", "weight": 0.3}]
+    assert c.train_dataset.data_path == ["0.7", "/path/wiki_text_document", "0.3", "/path/code_text_document"]
     rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| ")}
     assert "model.model_config.num_layers = 28" in rows["model.num_hidden_layers"]
     assert "model.model_config.qkv_has_bias = false" in rows["model.attention_bias"]
@@ -143,7 +143,7 @@ def test_2x_dense_template_reads_the_model_from_pretrained_model_dir(tmp_path, e
     assert (mc.seq_length, mc.rope_theta, mc.tie_word_embeddings, mc.vocab_size) == (4096, 1e6, True, 151936)   # seq_length: the dataset's
     assert (c.seed, c.runner_config.epochs, c.runner_config.max_steps, c.optimizer.beta2, c.optimizer.eps) == (0, 2, -1, 0.999, 1e-6)
     assert (c.parallel_config.data_parallel, c.parallel.parallel_optimizer_config.zero_stage, c.callbacks.save_checkpoint_steps) == (2, 1, 5000)
-    assert c.train_dataset.corpus == [{"path": "/path/megatron_data", "weight": 1.0}]   # a blend, written as plain YAML
+    assert c.train_dataset.data_path == ["1", "/path/megatron_data"]   # Megatron prefixes, read as they are (chapter 02a)
     assert (c.runner_wrapper.scale_sense.type, c.context.mode) == ("FixedLossScaleUpdateCell", "GRAPH_MODE")
 
 

@@ -131,6 +131,13 @@ def test_a_run_trains_from_prefixes_megatron_core_wrote(their_prefixes, tmp_path
     s = json.loads((out / "summary.json").read_text())
     assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] + 0.5 and s["eval_loss"] > 0
     assert not list((out / "data").glob("*.bin")) and not list((out / "data").glob("*.mindrecord*"))   # read where they are
+    # handed to MindFormers 2.x, the prefixes are named where they are, with their weights (chapter 10i)
+    r = llmpt("export-config", out, "--to", "mindformers2", "--workers", "2", "-o", tmp_path / "mf2", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import yaml
+    data_path = yaml.safe_load((tmp_path / "mf2" / "pretrain.yaml").read_text())["train_dataset"]["data_loader"]["config"]["data_path"]
+    assert data_path == ["0.75", str(folder / "news_a_text_document"), "0.25", str(folder / "news_b_text_document")], data_path
+    assert not list((tmp_path / "mf2" / "data").iterdir())
 
 
 def test_bad_prefixes_are_refused_before_any_file(their_prefixes, tmp_path, env):
