@@ -122,8 +122,8 @@ def read_header(idx):
     if version != VERSION:
         raise ValueError(f"{idx} is version {version} of Megatron's index; this reader knows version {VERSION}")
     if code not in DTYPES or not np.issubdtype(DTYPES[code], np.integer):
-        raise ValueError(f"{idx} says its ids are of type code {code} ({np.dtype(DTYPES[code]).name if code in DTYPES else 'unknown'}): "
-                         "token ids are integers (codes 1-5, 8)")
+        name = np.dtype(DTYPES[code]).name if code in DTYPES else "unknown"
+        raise ValueError(f"{idx} says its ids are of type code {code} ({name}): token ids are integers (codes 1-5, 8)")
     return np.dtype(DTYPES[code]), n_seq, n_doc
 
 # %% ../nbs/02a_megatron.ipynb #6e9d904b
@@ -167,7 +167,7 @@ def blend_order(weights, n):
     "Which source each of `n` samples comes from, as Megatron's BlendedDataset orders them: the one furthest below its share."
     weights = np.asarray(weights, float) / np.sum(weights)
     which, taken = np.zeros(n, np.int16), np.zeros(len(weights))
-    for k in range(n):
+    for k in range(n if len(weights) > 1 else 0):      # one source: all zeros, no loop
         which[k] = i = np.argmax(weights * (k + 1) - taken)
         taken[i] += 1
     return which

@@ -113,7 +113,9 @@ def test_mindformers2_handoff_refuses_a_corpus_that_changed(tmp_path, env):
     run = tmp_path / "run"
     r = llmpt("pretrain", "--smoke", ONE_LAYER, f"--output_dir={run}", f"--train_dataset.corpus={corpus}", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    with open(corpus / "news.txt", "a", encoding="utf-8") as f: f.write("新的一篇文章，在训练之后才写进语料。\n" * 3)
+    lines = (corpus / "news.txt").read_text(encoding="utf-8").splitlines()          # its first document rewritten
+    (corpus / "news.txt").write_text("\n".join(["这是训练之后才写进语料的一篇新文章，比原来的第一篇短。", *lines[1:]]) + "\n",
+                                     encoding="utf-8")
     r = llmpt("export-config", run, "--to", "mindformers2", "--workers", "2", "-o", tmp_path / "mf2", env=env)
     assert r.returncode == 2 and "changed since the run" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert not (tmp_path / "mf2").exists() and not list(tmp_path.glob(".mf2*"))     # nothing of the hand-off is left
