@@ -131,6 +131,8 @@ def test_a_run_trains_from_prefixes_megatron_core_wrote(their_prefixes, tmp_path
     s = json.loads((out / "summary.json").read_text())
     assert s["steps"] == 2 and s["last_loss"] < s["first_loss"] + 0.5 and s["eval_loss"] > 0
     assert not list((out / "data").glob("*.bin")) and not list((out / "data").glob("*.mindrecord*"))   # read where they are
+    r = llmpt("evaluate", out, "--items", "20", env=env)                      # judged on the held-out share of each
+    assert r.returncode == 0 and "heldout" in r.stdout and "continuation" in r.stdout, r.stderr[-3000:]
     # handed to MindFormers 2.x, the prefixes are named where they are, with their weights (chapter 10i)
     r = llmpt("export-config", out, "--to", "mindformers2", "--workers", "2", "-o", tmp_path / "mf2", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
