@@ -118,7 +118,7 @@ def export_mindformers2(run, out, workers, overwrite=False, verbose=True):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     arch = parts["cfg"].model.arch.type if not parts["cfg"].model.model_config.get("qk_layernorm") else "Qwen3ForCausalLM"
-    what = MINDFORMERS2_MODELS.get(arch, "has no mcore model for it yet: its legacy path is chapter 10f's hand-off")
+    what = MINDFORMERS2_MODELS.get(arch, "has no mcore model for it: its r1.x model takes `--to mindformers` (1.9's form)")
     if verbose: print(f"{parts['checkpoint']} (step {parts['step']}) -> {out}; MindFormers 2.1.0 {what}\n{command}")
     return dict(run=str(parts["run"]), step=parts["step"], out=str(out), yaml=str(out / YAML2_NAME), model=str(out / "model"),
                 data_path=data_path, samples=samples, command=command, workers=workers)

@@ -377,9 +377,8 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
                 toks, lengths, chars = _split_arrays(b, mask)
                 (counter.add_heldout_flat(toks, lengths, chars) if split == 'val' else
                  counter.add_train_flat(toks, lengths))
-                rows = () if megatron else packers[split].add_flat(toks, lengths)
-                if megatron: out.write(split, (toks, lengths))
-                elif len(rows): out.write(split, rows.astype(ids_dtype(tok.vocab_size)))
+                if megatron: out.write(split, (toks, lengths))             # documents, not packed rows
+                elif len(rows := packers[split].add_flat(toks, lengths)): out.write(split, rows.astype(ids_dtype(tok.vocab_size)))
                 docs[split] += int(mask.sum()); tokens[split] += int(lengths.sum())
                 by_source[f'{split} documents'] += np.bincount(b['sources'][mask], minlength=n_src)
                 by_source[f'{split} tokens'] += np.bincount(b['sources'][mask], lengths, n_src).astype(np.int64)
