@@ -661,6 +661,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                  'llmpt_nb/megatron.py'),
                                    'llmpt_nb.megatron.IndexedWriter.__init__': ( 'megatron.html#indexedwriter.__init__',
                                                                                  'llmpt_nb/megatron.py'),
+                                   'llmpt_nb.megatron.IndexedWriter._failed': ( 'megatron.html#indexedwriter._failed',
+                                                                                'llmpt_nb/megatron.py'),
                                    'llmpt_nb.megatron.IndexedWriter.abort': ('megatron.html#indexedwriter.abort', 'llmpt_nb/megatron.py'),
                                    'llmpt_nb.megatron.IndexedWriter.add': ('megatron.html#indexedwriter.add', 'llmpt_nb/megatron.py'),
                                    'llmpt_nb.megatron.IndexedWriter.commit': ('megatron.html#indexedwriter.commit', 'llmpt_nb/megatron.py'),

@@ -6,7 +6,7 @@ Written document by document, read without loading, checked byte by byte."""
 # %% ../nbs/02a_megatron.ipynb #70ce19da
 from __future__ import annotations
 
-import os, struct
+import errno, os, shutil, struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,18 +51,21 @@ class IndexedWriter:
                              f"the vocabulary (0..{self.vocab_size - 1}) of {self.prefix}")
         if self.eos_id is not None:               # the end-of-text id after each document, as Megatron appends it
             tokens, lengths = np.insert(tokens, np.cumsum(lengths), self.eos_id), lengths + 1
-        self.bin.write(tokens.astype(self.dtype).tobytes())
+        try: self.bin.write(tokens.astype(self.dtype).tobytes())
+        except OSError as e: self._failed(e)
         self.lengths.extend(lengths.tolist())
 
     def commit(self):
         "Write the `.idx` and move both files into place; returns the prefix."
-        self.bin.close()
         lengths = np.array(self.lengths, np.int32)
         pointers = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)[:-1]]) * self.dtype.itemsize
-        with open(self.tmp[".idx"], "wb") as f:
-            f.write(HEADER.pack(MAGIC, VERSION, dtype_code(self.dtype), len(lengths), len(lengths) + 1))
-            for a in (lengths, pointers.astype(np.int64), np.arange(len(lengths) + 1, dtype=np.int64)):
-                f.write(a.tobytes())
+        try:
+            self.bin.close()
+            with open(self.tmp[".idx"], "wb") as f:
+                f.write(HEADER.pack(MAGIC, VERSION, dtype_code(self.dtype), len(lengths), len(lengths) + 1))
+                for a in (lengths, pointers.astype(np.int64), np.arange(len(lengths) + 1, dtype=np.int64)):
+                    f.write(a.tobytes())
+        except OSError as e: self._failed(e)
         for ext in (".bin", ".idx"):              # the index last: its presence says the prefix is complete
             os.replace(self.tmp[ext], self.prefix.with_name(self.prefix.name + ext))
         return self.prefix
@@ -71,8 +74,17 @@ class IndexedWriter:
     def rows(self): return len(self.lengths)        # documents written, as chapter 02c's writers report their rows
 
     def abort(self):
-        self.bin.close()
+        try: self.bin.close()
+        except OSError: pass                      # a full disk fails the last flush too: the file goes anyway
         for p in self.tmp.values(): p.unlink(missing_ok=True)
+
+    def _failed(self, e):
+        "A write that failed (a full disk): nothing of the prefix is left, and one sentence says why."
+        free = shutil.disk_usage(self.prefix.parent).free
+        self.abort()
+        why = f"no space left on the device ({free / 2**20:.1f} MB free)" if e.errno == errno.ENOSPC else str(e)
+        raise OSError(f"could not write the Megatron prefix {self.prefix}: {why}. Free disk space or choose another "
+                      "output_dir; nothing was replaced") from None
 
     def __enter__(self): return self
     def __exit__(self, kind, *_): self.commit() if kind is None else self.abort()
