@@ -372,6 +372,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'llmpt_nb.data.mindrecord_files': ('data.html#mindrecord_files', 'llmpt_nb/data.py'),
                                'llmpt_nb.data.pack_documents': ('data.html#pack_documents', 'llmpt_nb/data.py'),
                                'llmpt_nb.data.read_mindrecord': ('data.html#read_mindrecord', 'llmpt_nb/data.py'),
+                               'llmpt_nb.data.rows_in_order': ('data.html#rows_in_order', 'llmpt_nb/data.py'),
                                'llmpt_nb.data.stored_columns': ('data.html#stored_columns', 'llmpt_nb/data.py'),
                                'llmpt_nb.data.trim_heap': ('data.html#trim_heap', 'llmpt_nb/data.py'),
                                'llmpt_nb.data.write_mindrecord': ('data.html#write_mindrecord', 'llmpt_nb/data.py')},

@@ -26,7 +26,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'PAGE_SIZE', 'WRITE_BATCH_ROWS', 'Packer', 'pack_documents', 'mindrecord_files', 'trim_heap',
            'MindRecordWriter', 'write_mindrecord', 'stored_columns', 'read_mindrecord', 'batches_of', 'count_batches',
-           'check_shards']
+           'check_shards', 'rows_in_order']
 
 # %% ../nbs/02_data.ipynb #9585cc00
 IGNORE_INDEX = -100   # a label that is not scored: padding here, and (chapter 11) the tokens MLM does not predict
@@ -421,3 +421,19 @@ def check_shards(path, num_shards, shuffle=False, seed=None, columns=('input_ids
         raise ValueError(f"{num_shards} shards of {Path(path).name} are not a partition of its {n} rows: {twice} extra "
                          f"row reads in more than one shard, {never} rows in no shard (rows per shard: {sizes}).{why}")
     return dict(rows=n, num_shards=num_shards, rows_per_shard=sizes)
+
+# %% ../nbs/02_data.ipynb #e8912bb4
+def rows_in_order(path, shard_num=1, column='input_ids'):
+    "The `column` of a MindRecord set's rows in the order they were written (undoing `MindRecordWriter`'s dealing)."
+    files = mindrecord_files(path)
+    if not files or len(files) % shard_num:
+        raise ValueError(f"{len(files)} MindRecord files at {path} are not groups of shard_num={shard_num}: pass the "
+                         "shard_num the set was written with (prepared.json's settings)")
+    groups = []
+    for g in range(0, len(files), shard_num):
+        parts = [np.stack([r[0] for r in read_mindrecord(f, columns=(column,)).create_tuple_iterator(
+                 num_epochs=1, output_numpy=True)]) for f in files[g:g + shard_num]]
+        rows = np.empty((sum(map(len, parts)), parts[0].shape[1]), parts[0].dtype)
+        for k, part in enumerate(parts): rows[k::shard_num] = part     # row j of the group came from file j % N
+        groups.append(rows)
+    return np.concatenate(groups)

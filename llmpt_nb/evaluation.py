@@ -237,7 +237,7 @@ def run_documents(data_dir, split, eos_id):
     """The documents (id lists) of a prepared run's `split` ('train' or 'val'): its MindRecord rows joined back into the
     packed stream and cut after each EOS (what follows the last EOS, padding, is dropped); of Megatron prefixes
     (chapter 02a) the run's own documents, or, of prefixes it read from elsewhere, the share of each that `split` takes."""
-    from llmpt_nb.data import read_mindrecord
+    from llmpt_nb.data import rows_in_order
     from llmpt_nb.megatron import is_prefix, read_indexed
     from llmpt_nb.prepare import load_prepared, megatron_parts
     if is_prefix(prefix := Path(data_dir) / f"{split}_text_document"):   # Megatron prefixes (chapter 02a): documents kept
@@ -250,8 +250,8 @@ def run_documents(data_dir, split, eos_id):
             span = np.asarray(t[int(a * len(t)):int(b * len(t))])
             docs += np.split(span, np.flatnonzero(span == eos_id) + 1)[1:-1]  # whole documents only
         return [d[:-1].tolist() for d in docs if len(d) > 1]
-    rows = read_mindrecord(Path(data_dir) / f"{split}.mindrecord", columns=("input_ids",))
-    stream = np.concatenate([r[0] for r in rows.create_tuple_iterator(num_epochs=1, output_numpy=True)])
+    shards = record["settings"]["shard_num"] if split == "train" else 1   # chapter 02c writes val as one file a group
+    stream = rows_in_order(Path(data_dir) / f"{split}.mindrecord", shards).reshape(-1)
     docs = np.split(stream, np.flatnonzero(stream == eos_id) + 1)[:-1]        # each ends with its EOS
     return [d[:-1].tolist() for d in docs if len(d) > 1]
 

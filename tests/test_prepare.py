@@ -45,6 +45,21 @@ def test_worker_count_does_not_change_the_files(tmp_path, tokenizer):
 
 
 
+def test_documents_come_back_whole_and_in_order_from_several_files(tmp_path, tokenizer):
+    """Two workers' preparation deals its training rows out to two files (shard_num 2, chapter 02): chapter 10g's
+    `run_documents` (the evaluation's bigram, its tasks) gets back the documents a one-file preparation holds, in order."""
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
+    from llmpt_nb.evaluation import run_documents
+    corpus, docs = write_corpus(tmp_path / "c.txt", 1500), {}
+    for n in (1, 2):
+        prepare_corpus(corpus, tmp_path / f"s{n}", PrepareSettings(seq_length=64, vocab_file=tokenizer.model_file,
+                                                                   shard_num=n), verbose=False)
+        docs[n] = run_documents(tmp_path / f"s{n}", "train", tokenizer.eos_id)
+    assert len(list((tmp_path / "s2").glob("train.mindrecord[0-9]"))) == 2 and len(docs[1]) > 1000
+    dropped = len(docs[1]) - len(docs[2])          # shard_num 2 keeps an even row count: its last row may go
+    assert docs[2] == docs[1][:len(docs[2])] and 0 <= dropped <= 2, dropped
+
+
 def test_tokenizer_sample_is_bounded_in_characters(tmp_path):
     """The tokenizer trains on a seeded sample of at most `sample_chars` characters (prepared.json says how many), full
     to within a document; the same seed draws the same sample, so the same pieces."""
