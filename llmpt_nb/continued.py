@@ -408,10 +408,7 @@ class ContinuedPretraining(Job):
 
     def begin(self, cfg, run, resume, changes, say):
         if resume is None:  # the held-out loss of the starting weights: step 0 of the history
-            tr = run.trainer
-            tr.eval_history.append(tr.eval_record(tr.evaluate()))
-            tr._log(tr.eval_history[-1])
-            say(f"held-out MLM loss before training: {tr.eval_history[0]['eval_loss']:.4f}")
+            run.trainer.evaluation()
 
     def finish(self, cfg, run, folder, seconds, say):
         summary = folder.write_summary(mlm_summary(cfg, run, folder, seconds))

@@ -336,10 +336,11 @@ def prepare_corpus(corpus, data_dir, settings=PrepareSettings(), tokenizer_dir=N
     if not settings.vocab_file: _check_trainable(settings.tokenizer_type)
     data_dir = Path(data_dir); data_dir.mkdir(parents=True, exist_ok=True)
     workers = default_workers(settings.workers)
+    stopped = [*data_dir.glob('.*.mindrecord.*'), *data_dir.glob('.*_text_document.*.tmp')]   # writers' work files
     if (data_dir / MANIFEST).exists(): (data_dir / MANIFEST).unlink()          # incomplete from here on
-    elif any(data_dir.glob('*.mindrecord*')) or any(data_dir.glob('.*.mindrecord.*')):
+    elif stopped or any(data_dir.glob('*.mindrecord*')) or any(data_dir.glob('*_text_document.*')):
         say(f"{data_dir} holds a preparation that was stopped before it finished (no {MANIFEST}): starting it again")
-    for stale in [*data_dir.glob('.*.mindrecord.*'), *data_dir.glob('.*_text_document.*.tmp')]:
+    for stale in stopped:
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink()
     files, cleaning = corpus_files(corpus), settings.cleaning
     total = _disk_bytes(files)

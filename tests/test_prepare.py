@@ -60,6 +60,17 @@ def test_documents_come_back_whole_and_in_order_from_several_files(tmp_path, tok
     assert docs[2] == docs[1][:len(docs[2])] and 0 <= dropped <= 2, dropped
 
 
+def test_stopped_megatron_preparation_is_named_and_cleared(tmp_path, tokenizer, capsys):
+    "A Megatron-format preparation stopped while writing (a `.tmp` prefix file, no prepared.json) is named and cleared."
+    from llmpt_nb.prepare import PrepareSettings, prepare_corpus
+    data = tmp_path / "data"; data.mkdir()
+    (data / ".train_text_document.bin.tmp").write_bytes(bytes(64))
+    prepare_corpus(write_corpus(tmp_path / "c.txt", 300), data, PrepareSettings(seq_length=64, data_format="megatron",
+                   vocab_file=tokenizer.model_file), verbose=True)
+    assert "stopped before it finished" in capsys.readouterr().out
+    assert not list(data.glob(".*")) and (data / "prepared.json").is_file()
+
+
 def test_tokenizer_sample_is_bounded_in_characters(tmp_path):
     """The tokenizer trains on a seeded sample of at most `sample_chars` characters (prepared.json says how many), full
     to within a document; the same seed draws the same sample, so the same pieces."""
