@@ -6,8 +6,9 @@
 __all__ = ['SPECIALS', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documents', 'build_char_vocab', 'TinyRoberta',
            'make_tiny_roberta', 'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents',
            'mask_tokens', 'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set',
-           'mlm_epoch', 'starting_checkpoint', 'cached_chunks', 'mlm_data', 'start_mlm_run', 'export_run',
-           'mlm_summary', 'ContinuedPretraining', 'continue_pretrain', 'run_continue_pretrain']
+           'mlm_epoch', 'MLMReferenceLoss', 'starting_checkpoint', 'cached_chunks', 'mask_settings', 'mlm_data',
+           'start_mlm_run', 'export_run', 'mlm_summary', 'ContinuedPretraining', 'continue_pretrain',
+           'run_continue_pretrain']
 
 # %% ../nbs/11_continue_pretrain.ipynb #80a35500
 import collections, functools, importlib.util, json, math
@@ -27,6 +28,7 @@ from .build import build_model
 from .run import Job, run_job, config_callbacks, resolve_config
 from .weights import load_hf_model, export_hf
 from .convert import save_ms_checkpoint
+from .evaluation import ReferenceLoss
 from .testing import hf_model, hf_logits, our_logits, import_transformers
 
 # %% ../nbs/11_continue_pretrain.ipynb #a8055fb4
@@ -285,6 +287,26 @@ def mlm_epoch(examples, buckets, batch_size, tok, seed, epoch, rank=0, world_siz
     masked = [mask_tokens(b, set(tok.all_special_ids), tok.mask_token_id, len(tok), rng, **mask_kw) for b in batches]
     return masked[rank:len(masked) - len(masked) % world_size:world_size]
 
+# %% ../nbs/11_continue_pretrain.ipynb #1db68664
+class MLMReferenceLoss:
+    """A `Trainer` callback: at each held-out evaluation the MLM loss on a fixed, once-masked set of chunks of the text
+    the model came from joins the record as `reference_text_loss` (chapter 10g's `ReferenceLoss`, for an encoder)."""
+    def __init__(self, batches):
+        if not batches: raise ValueError("the reference text gives no chunks: give callbacks.reference_corpus a corpus "
+                                         "with documents of at least 8 characters")
+        self.batches = batches
+
+    @classmethod
+    def from_config(cls, cfg, tok, seq_length):
+        "`callbacks.reference_documents` documents of `callbacks.reference_corpus`, chunked and masked once."
+        cb = cfg.callbacks
+        chunks = chunk_documents(tok, ReferenceLoss.documents(cb.reference_corpus, cb.reference_documents), seq_length)
+        return cls(fixed_eval_set(chunks, seq_length, cfg.runner_config.batch_size, tok, cfg.seed + 2, cb.eval_batches,
+                                  **mask_settings(cfg)))
+
+    def on_evaluate(self, trainer, rec):
+        rec["reference_text_loss"] = trainer.evaluate(data=self.batches)
+
 # %% ../nbs/11_continue_pretrain.ipynb #6fe95d22
 SMOKE_OVERRIDES = {"train_dataset.max_documents": 600, "runner_config.max_steps": 4, "callbacks.eval_batches": 4,
                    "callbacks.log_interval": 1, "mlm.tokenizer_check_lines": 100}
@@ -315,13 +337,19 @@ def cached_chunks(tok, docs, seq_length, path, rank=0, world_size=1):
     return [row[row != tok.pad_token_id] for (row,) in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
 
 
+def mask_settings(cfg):
+    "The `mlm` section's masking rates, as `mask_tokens` takes them."
+    mlm = cfg.mlm
+    return dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
+
+
 def mlm_data(cfg, tok, train_docs, val_docs, seq, out, rank=0, world_size=1):
     "Training batches by epoch (a function), the fixed held-out set, and what they are made of."
     rc, mlm, cb = cfg.runner_config, cfg.mlm, cfg.callbacks
     train_ex = cached_chunks(tok, train_docs, seq, Path(out) / "data" / "train_chunks.mindrecord", rank, world_size)
     val_ex = cached_chunks(tok, val_docs, seq, Path(out) / "data" / "val_chunks.mindrecord", rank, world_size)
     buckets = bucket_lengths([len(e) for e in train_ex], seq, mlm.num_buckets, mlm.bucket_multiple)
-    mask_kw = dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
+    mask_kw = mask_settings(cfg)
     train = functools.partial(mlm_epoch, train_ex, buckets, rc.batch_size, tok, cfg.seed, rank=rank,
                               world_size=world_size, **mask_kw)
     val = fixed_eval_set(val_ex, seq, rc.batch_size, tok, cfg.seed + 1, cb.eval_batches, **mask_kw)
@@ -359,7 +387,9 @@ def start_mlm_run(cfg, out, rank=0, plan=None, verbose=True, resume=None):
     if world_size > 1:
         broadcast_parameters(net.trainable_params(), world_size)
     cells = train_cells_from_config(net, MaskedLMLoss(net, tok.pad_token_id), cfg, rank, plan)  # 09a, any world size
-    trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg, resume), verbose and rank == 0, cells)
+    reference = [MLMReferenceLoss.from_config(cfg, tok, data.seq)] if cfg.callbacks.reference_corpus else []
+    trainer = Trainer.from_config(net, cfg, data.train, data.val, config_callbacks(cfg, resume) + reference,
+                                  verbose and rank == 0, cells)
     return SimpleNamespace(src=src, tok=tok, net=net, report=report, data=data, trainer=trainer, plan=plan)
 
 # %% ../nbs/11_continue_pretrain.ipynb #40b92dbd
@@ -402,6 +432,7 @@ class ContinuedPretraining(Job):
         if cfg.callbacks.eval_tasks:
             raise ValueError("callbacks.eval_tasks scores a causal model's choices (chapter 10g); a masked language "
                              "model's continued pretraining is judged by its held-out MLM loss: remove the key")
+        if cfg.callbacks.reference_corpus: ReferenceLoss.check(cfg.callbacks.reference_corpus)
 
     def start(self, cfg, folder, rank, plan, resume):
         return start_mlm_run(cfg, folder, rank, plan, self.verbose, resume)
@@ -412,9 +443,12 @@ class ContinuedPretraining(Job):
 
     def finish(self, cfg, run, folder, seconds, say):
         summary = folder.write_summary(mlm_summary(cfg, run, folder, seconds))
-        before, after = summary["eval_before"]["eval_loss"], summary["eval_after"]["eval_loss"]
-        say(f"held-out MLM loss {before:.4f} -> {after:.4f}; exported {summary['hf_export']} (max |logit difference| "
-            f"against transformers {summary['export_max_abs_diff']:.1e}); done in {summary['seconds']:.0f} s")
+        before, after = summary["eval_before"], summary["eval_after"]
+        old = (f"; reference text {before['reference_text_loss']:.4f} -> {after['reference_text_loss']:.4f}"
+               if "reference_text_loss" in after else "")
+        say(f"held-out MLM loss {before['eval_loss']:.4f} -> {after['eval_loss']:.4f}{old}; exported "
+            f"{summary['hf_export']} (max |logit difference| against transformers {summary['export_max_abs_diff']:.1e}); "
+            f"done in {summary['seconds']:.0f} s")
         return summary
 
 

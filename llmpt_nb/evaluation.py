@@ -417,11 +417,22 @@ class ReferenceLoss:
         if not self.texts: raise ValueError("the reference text has no documents: give callbacks.reference_corpus a "
                                             "corpus with documents of at least 8 characters")
 
-    @classmethod
-    def from_corpus(cls, corpus, tok, documents=100, **kw):
+    @staticmethod
+    def documents(corpus, documents=100):
         "The first `documents` documents of `corpus` (a file, a folder or 'default', as chapter 01 reads them), cleaned."
         from llmpt_nb.corpus import load_corpus, clean_documents
-        return cls(clean_documents(load_corpus(corpus, max_documents=documents)), tok, **kw)
+        return clean_documents(load_corpus(corpus, max_documents=documents))
+
+    @classmethod
+    def from_corpus(cls, corpus, tok, documents=100, **kw):
+        return cls(cls.documents(corpus, documents), tok, **kw)
+
+    @staticmethod
+    def check(corpus):
+        "Refuse, in one sentence and before any file of a run is written, a reference corpus that is not there."
+        from llmpt_nb.corpus import corpus_files
+        try: corpus_files(corpus)
+        except FileNotFoundError as e: raise FileNotFoundError(f"callbacks.reference_corpus: {e}") from None
 
     def on_evaluate(self, trainer, rec):
         "The loss on the reference texts of the model as it is now joins the evaluation's record `rec`."

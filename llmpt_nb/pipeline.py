@@ -16,7 +16,7 @@ import numpy as np
 from .registry import REGISTRY
 from .baseline import format_baselines
 from .tokenizer import load_tokenizer, check_vocab_size
-from .corpus import load_corpus, clean_documents, split_documents, corpus_files, SENSITIVE_RULES
+from .corpus import load_corpus, clean_documents, split_documents, SENSITIVE_RULES
 from .data import batches_of, read_mindrecord
 from .megatron import MegatronRows, read_megatron, read_indexed, data_path_blend, check_ids, gpt_samples
 from .prepare import (PrepareSettings, corpus_batches, format_sources, default_workers, stream_batches, prepare_corpus,
@@ -267,9 +267,7 @@ class Pretraining(Job):
             raise ValueError("train_dataset.data_path holds token ids: give the tokenizer that made them with "
                              "processor.tokenizer.vocab_file (a SentencePiece .model, or a tokenizer.json with "
                              "processor.tokenizer.type=HFTokenizer)")
-        if cfg.callbacks.reference_corpus:
-            try: corpus_files(cfg.callbacks.reference_corpus)
-            except FileNotFoundError as e: raise FileNotFoundError(f"callbacks.reference_corpus: {e}") from None
+        if cfg.callbacks.reference_corpus: evaluation_callback("ReferenceLoss").check(cfg.callbacks.reference_corpus)
         check_memory(cfg, plan.world_size)
 
     def begin(self, cfg, run, resume, changes, say):

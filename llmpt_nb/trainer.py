@@ -241,13 +241,15 @@ def micro_batches(self: Trainer):
         epoch, skip = epoch + 1, 0
 
 @patch
-def evaluate(self: Trainer, max_batches=None):
-    "Held-out loss over up to `max_batches` batches, each weighted by the labels it scores (in eval mode: no dropout)."
-    if self.val_ds is None:
+def evaluate(self: Trainer, max_batches=None, data=None):
+    """Held-out loss over up to `max_batches` batches of `data` (default: the held-out set), each weighted by the labels
+    it scores (in eval mode: no dropout)."""
+    data = self.val_ds if data is None else data
+    if data is None:
         return None
     total = count = 0.0
     self.loss_net.set_train(False)
-    for i, (ids, labels) in enumerate(batches_of(self.val_ds)):
+    for i, (ids, labels) in enumerate(batches_of(data)):
         if max_batches and i >= max_batches:
             break
         n = float((labels != IGNORE_INDEX).sum())

@@ -99,10 +99,14 @@ def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "run"
     r = run_cli("continue-pretrain", f"--output_dir={out}", "--train_dataset.max_documents=1500",
-                "--runner_config.max_steps=20", "--callbacks.eval_batches=8")
+                "--runner_config.max_steps=20", "--callbacks.eval_batches=8", "--callbacks.reference_corpus=default",
+                "--callbacks.reference_documents=50")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["eval_after"]["eval_loss"] < s["eval_before"]["eval_loss"], s
+    old = [s[k]["reference_text_loss"] for k in ("eval_before", "eval_after")]    # People's Daily, fixed masks
+    assert all(4 < v < 10 for v in old) and old[0] != old[1], old
+    assert f"reference text {old[0]:.4f} -> {old[1]:.4f}" in r.stdout, r.stdout[-2000:]
     assert s["padding"]["padding_saved"] > 0 and len(s["shapes"]) <= 4 and s["steps"] == 20
     assert s["export_max_abs_diff"] < 1e-4
     for f in ["config.yaml", "metrics.jsonl", "tokenizer_report.txt", "weights_table.txt", "hf/config.json",
@@ -113,6 +117,15 @@ def test_cli_continue_pretrain_lowers_heldout_loss(tmp_path):
     lrs = [m["lr"] for m in steps if "lr" in m]
     assert lrs[1] > lrs[0] and lrs[-1] < max(lrs)                      # 10% warmup (2 steps), then decay
     assert all(m["grad_norm"] > 0 for m in steps if "grad_norm" in m)
+
+
+def test_a_missing_reference_corpus_is_refused_before_any_file(tmp_path):
+    out = tmp_path / "run"
+    r = run_cli("continue-pretrain", f"--output_dir={out}", f"--callbacks.reference_corpus={tmp_path / 'news'}",
+                timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "callbacks.reference_corpus" in r.stderr and str(tmp_path / "news") in r.stderr, r.stderr[-2000:]
+    assert not out.exists()
 
 
 def test_cli_rejects_a_tokenizer_that_disagrees(tiny, tmp_path):
