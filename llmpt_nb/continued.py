@@ -6,7 +6,7 @@
 __all__ = ['SPECIALS', 'SMOKE_OVERRIDES', 'reviews_folder', 'load_domain_documents', 'build_char_vocab', 'TinyRoberta',
            'make_tiny_roberta', 'load_checkpoint_tokenizer', 'TokenizerReport', 'check_tokenizer', 'chunk_documents',
            'mask_tokens', 'bucket_lengths', 'make_batches', 'padding_stats', 'MaskedLMLoss', 'fixed_eval_set',
-           'mlm_epoch', 'MLMReferenceLoss', 'starting_checkpoint', 'cached_chunks', 'mask_settings', 'mlm_data',
+           'mlm_epoch', 'mask_settings', 'MLMReferenceLoss', 'starting_checkpoint', 'cached_chunks', 'mlm_data',
            'start_mlm_run', 'export_run', 'mlm_summary', 'ContinuedPretraining', 'continue_pretrain',
            'run_continue_pretrain']
 
@@ -288,6 +288,12 @@ def mlm_epoch(examples, buckets, batch_size, tok, seed, epoch, rank=0, world_siz
     return masked[rank:len(masked) - len(masked) % world_size:world_size]
 
 # %% ../nbs/11_continue_pretrain.ipynb #1db68664
+def mask_settings(cfg):
+    "The `mlm` section's masking rates, as `mask_tokens` takes them."
+    mlm = cfg.mlm
+    return dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
+
+
 class MLMReferenceLoss:
     """A `Trainer` callback: at each held-out evaluation the MLM loss on a fixed, once-masked set of chunks of the text
     the model came from joins the record as `reference_text_loss` (chapter 10g's `ReferenceLoss`, for an encoder)."""
@@ -335,12 +341,6 @@ def cached_chunks(tok, docs, seq_length, path, rank=0, world_size=1):
     barrier(world_size)
     ds = read_mindrecord(path, columns=("input_ids",))
     return [row[row != tok.pad_token_id] for (row,) in ds.create_tuple_iterator(num_epochs=1, output_numpy=True)]
-
-
-def mask_settings(cfg):
-    "The `mlm` section's masking rates, as `mask_tokens` takes them."
-    mlm = cfg.mlm
-    return dict(mask_prob=mlm.mask_prob, mask_token_prob=mlm.mask_token_prob, random_token_prob=mlm.random_token_prob)
 
 
 def mlm_data(cfg, tok, train_docs, val_docs, seq, out, rank=0, world_size=1):
